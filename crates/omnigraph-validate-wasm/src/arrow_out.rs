@@ -1,0 +1,232 @@
+//! Canonical output for the host (issue: Arrow output): one Arrow record
+//! batch per touched table, serialized as Arrow IPC stream bytes.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, Date32Builder, FixedSizeListBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
+    LargeBinaryBuilder, ListBuilder, StringBuilder, TimestampMicrosecondBuilder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{ArrowError, DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
+
+use crate::record::Row;
+use crate::report::TableKind;
+use crate::schema::{TypeDef, ValueType};
+use crate::value::Val;
+
+/// Column names of the envelope (SPEC §4.1).
+pub const ID_COLUMN: &str = "_id";
+pub const SRC_COLUMN: &str = "_src";
+pub const DST_COLUMN: &str = "_dst";
+/// Field metadata that makes Lance store a LargeBinary column as blobs.
+pub const LANCE_BLOB_METADATA: (&str, &str) = ("lance-encoding:blob", "true");
+
+pub fn arrow_type(ty: &ValueType) -> DataType {
+    match ty {
+        ValueType::String | ValueType::Enum(_) => DataType::Utf8,
+        ValueType::Bool => DataType::Boolean,
+        ValueType::I32 => DataType::Int32,
+        ValueType::I64 => DataType::Int64,
+        ValueType::U32 => DataType::UInt32,
+        ValueType::U64 => DataType::UInt64,
+        ValueType::F32 => DataType::Float32,
+        ValueType::F64 => DataType::Float64,
+        ValueType::Date => DataType::Date32,
+        ValueType::DateTime => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        ValueType::Blob => DataType::LargeBinary,
+        ValueType::Vector(n) => {
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), *n as i32)
+        }
+        ValueType::List(item) => DataType::List(Arc::new(Field::new("item", arrow_type(item), true))),
+    }
+}
+
+/// The Arrow schema of a table as the validator emits it: `_id` (nullable:
+/// null means "the host generates a ULID"), `_src`/`_dst` for edges, then
+/// the declared properties in catalog order.
+pub fn arrow_schema(def: &TypeDef) -> SchemaRef {
+    let mut fields = vec![Field::new(ID_COLUMN, DataType::Utf8, true)];
+    if def.kind == TableKind::Edge {
+        fields.push(Field::new(SRC_COLUMN, DataType::Utf8, false));
+        fields.push(Field::new(DST_COLUMN, DataType::Utf8, false));
+    }
+    for p in &def.props {
+        let mut field = Field::new(&p.name, arrow_type(&p.ty), p.nullable);
+        if p.ty == ValueType::Blob {
+            field = field.with_metadata([(LANCE_BLOB_METADATA.0.into(), LANCE_BLOB_METADATA.1.into())].into());
+        }
+        fields.push(field);
+    }
+    Arc::new(ArrowSchema::new(fields))
+}
+
+fn fixed_width(ty: &ValueType) -> u64 {
+    match ty {
+        ValueType::Bool => 1,
+        ValueType::I32 | ValueType::U32 | ValueType::F32 | ValueType::Date => 4,
+        ValueType::I64 | ValueType::U64 | ValueType::F64 | ValueType::DateTime => 8,
+        ValueType::Vector(n) => 4 * *n as u64,
+        // Offsets of variable-width columns.
+        ValueType::String | ValueType::Enum(_) | ValueType::List(_) => 4,
+        ValueType::Blob => 8,
+    }
+}
+
+fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
+    let data = match (ty, v) {
+        (_, Val::Str(s)) => s.len() as u64,
+        (_, Val::Blob(b)) => b.len() as u64,
+        (ValueType::List(item), Val::List(items)) => items.iter().map(|i| value_bytes(item, i)).sum(),
+        _ => 0,
+    };
+    fixed_width(ty) + data
+}
+
+/// The Arrow bytes one row adds to its table: value and offset buffers
+/// (validity bitmaps excluded). The bound `table_bytes_limit` counts these.
+pub fn row_arrow_bytes(def: &TypeDef, row: &Row<'_>) -> u64 {
+    let mut n = 4 + row.id.as_ref().map_or(0, |id| id.len() as u64);
+    if def.kind == TableKind::Edge {
+        n += 8 + row.src.len() as u64 + row.dst.len() as u64;
+    }
+    n + def.props.iter().zip(&row.values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
+}
+
+fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>>) -> ArrayRef {
+    let mut b = StringBuilder::new();
+    for s in rows {
+        b.append_option(s);
+    }
+    Arc::new(b.finish())
+}
+
+macro_rules! primitive_column {
+    ($builder:ty, $rows:expr, $i:expr, $pat:pat => $val:expr) => {{
+        let mut b = <$builder>::with_capacity($rows.len());
+        for row in $rows {
+            match &row.values[$i] {
+                $pat => b.append_value($val),
+                _ => b.append_null(),
+            }
+        }
+        Arc::new(b.finish()) as ArrayRef
+    }};
+}
+
+fn column(ty: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
+    match ty {
+        ValueType::String | ValueType::Enum(_) => strings(rows.iter().map(|r| match &r.values[i] {
+            Val::Str(s) => Some(s.as_ref()),
+            _ => None,
+        })),
+        ValueType::Bool => primitive_column!(BooleanBuilder, rows, i, Val::Bool(v) => *v),
+        ValueType::I32 => primitive_column!(Int32Builder, rows, i, Val::Int(v) => *v as i32),
+        ValueType::I64 => primitive_column!(Int64Builder, rows, i, Val::Int(v) => *v),
+        ValueType::U32 => primitive_column!(UInt32Builder, rows, i, Val::Int(v) => *v as u32),
+        ValueType::U64 => primitive_column!(UInt64Builder, rows, i, Val::UInt(v) => *v),
+        ValueType::F32 => primitive_column!(Float32Builder, rows, i, Val::F32(v) => *v),
+        ValueType::F64 => primitive_column!(Float64Builder, rows, i, Val::F64(v) => *v),
+        ValueType::Date => primitive_column!(Date32Builder, rows, i, Val::Date(v) => *v),
+        ValueType::DateTime => {
+            let mut b = TimestampMicrosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
+            for row in rows {
+                match &row.values[i] {
+                    Val::Timestamp(v) => b.append_value(*v),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Blob => {
+            let mut b = LargeBinaryBuilder::new();
+            for row in rows {
+                match &row.values[i] {
+                    Val::Blob(v) => b.append_value(v),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Vector(n) => {
+            let mut b = FixedSizeListBuilder::with_capacity(Float32Builder::new(), *n as i32, rows.len());
+            for row in rows {
+                match &row.values[i] {
+                    Val::Vector(items) => {
+                        b.values().append_slice(items);
+                        b.append(true);
+                    }
+                    _ => {
+                        b.values().append_nulls(*n as usize);
+                        b.append(false);
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::List(item) => list_column(item, rows, i),
+    }
+}
+
+fn list_column(item: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
+    macro_rules! list_of {
+        ($builder:expr, $pat:pat => $val:expr) => {{
+            let mut b = ListBuilder::new($builder);
+            for row in rows {
+                match &row.values[i] {
+                    Val::List(items) => {
+                        for it in items {
+                            match it {
+                                $pat => b.values().append_value($val),
+                                _ => unreachable!("list items were decoded as the item type"),
+                            }
+                        }
+                        b.append(true);
+                    }
+                    _ => b.append(false),
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    match item {
+        ValueType::String | ValueType::Enum(_) => list_of!(StringBuilder::new(), Val::Str(s) => s.as_ref()),
+        ValueType::Bool => list_of!(BooleanBuilder::new(), Val::Bool(v) => *v),
+        ValueType::I32 => list_of!(Int32Builder::new(), Val::Int(v) => *v as i32),
+        ValueType::I64 => list_of!(Int64Builder::new(), Val::Int(v) => *v),
+        ValueType::U32 => list_of!(UInt32Builder::new(), Val::Int(v) => *v as u32),
+        ValueType::U64 => list_of!(UInt64Builder::new(), Val::UInt(v) => *v),
+        ValueType::F32 => list_of!(Float32Builder::new(), Val::F32(v) => *v),
+        ValueType::F64 => list_of!(Float64Builder::new(), Val::F64(v) => *v),
+        ValueType::Date => list_of!(Date32Builder::new(), Val::Date(v) => *v),
+        ValueType::DateTime => {
+            list_of!(TimestampMicrosecondBuilder::new().with_timezone("UTC"), Val::Timestamp(v) => *v)
+        }
+        ValueType::Blob | ValueType::Vector(_) | ValueType::List(_) => {
+            unreachable!("the schema compiler refuses lists of {}", item.canonical())
+        }
+    }
+}
+
+/// The rows of one table as an Arrow record batch.
+pub fn record_batch(def: &TypeDef, rows: &[Row<'_>]) -> Result<RecordBatch, ArrowError> {
+    let schema = arrow_schema(def);
+    let mut columns: Vec<ArrayRef> = vec![strings(rows.iter().map(|r| r.id.as_deref()))];
+    if def.kind == TableKind::Edge {
+        columns.push(strings(rows.iter().map(|r| Some(r.src.as_ref()))));
+        columns.push(strings(rows.iter().map(|r| Some(r.dst.as_ref()))));
+    }
+    for (i, p) in def.props.iter().enumerate() {
+        columns.push(column(&p.ty, rows, i));
+    }
+    RecordBatch::try_new(schema, columns)
+}
+
+/// Arrow IPC stream bytes of one record batch.
+pub fn ipc_stream(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
+    let mut writer = StreamWriter::try_new(Vec::new(), &batch.schema())?;
+    writer.write(batch)?;
+    writer.finish()?;
+    writer.into_inner()
+}

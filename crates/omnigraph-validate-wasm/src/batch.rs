@@ -1,0 +1,588 @@
+//! The batch: framing (SPEC §2.1, §2.6), then the checks that need every
+//! record (SPEC §2.5): duplicate ids and folding, table bounds, `@unique`,
+//! endpoints, `@card`.
+
+use std::collections::{HashMap, HashSet};
+
+use memchr::memchr;
+
+use crate::arrow_out::row_arrow_bytes;
+use crate::json::{Cursor, JsonError};
+use crate::limits::Limits;
+use crate::options::{Mode, Options};
+use crate::record::{RecordCtx, Row, parse_record};
+use crate::report::{
+    End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableKind, TableStat, echo,
+};
+use crate::schema::{Schema, UniqueMember};
+use crate::value::render_key;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The validator's result before serialization: the report and, per table
+/// (indexed like `Schema::types`), the rows that survive folding, in line order.
+pub struct Outcome<'a> {
+    pub report: Report,
+    pub tables: Vec<Vec<Row<'a>>>,
+}
+
+struct Counts {
+    lines: u64,
+    records: u64,
+    blank_lines: u64,
+}
+
+pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8]) -> Outcome<'a> {
+    let mut sink = ErrorSink::new(options.max_errors as usize);
+    let mut tables: Vec<Vec<Row<'a>>> = vec![Vec::new(); schema.types.len()];
+    let limits = &options.limits;
+    let counts = if bytes.len() as u64 > limits.max_batch_bytes {
+        sink.push_limit(
+            Position { line: 0, offset: 0, column: 0 },
+            ErrorCode::BatchBytesLimit,
+            LimitDetail { resource: "batch_bytes".into(), limit: limits.max_batch_bytes, actual: bytes.len() as u64 },
+            format!(
+                "the batch is {} bytes; the limit is {}: split it into smaller batches",
+                bytes.len(),
+                limits.max_batch_bytes
+            ),
+        );
+        Counts { lines: 0, records: 0, blank_lines: 0 }
+    } else if options.strict {
+        strict_lines(schema, limits, bytes, &mut sink, &mut tables)
+    } else {
+        compat_stream(schema, limits, bytes, &mut sink, &mut tables)
+    };
+    let folded = fold_duplicates(schema, options.mode, &mut tables, &mut sink);
+    check_bounds(schema, options, &tables, &mut sink);
+    check_unique(schema, &tables, &mut sink);
+    let external_refs = check_endpoints(schema, options.mode, &tables, &mut sink);
+    check_card(schema, &tables, &mut sink);
+
+    let stats = Stats {
+        lines: counts.lines,
+        records: counts.records,
+        blank_lines: counts.blank_lines,
+        bytes: bytes.len() as u64,
+        folded,
+        tables: schema
+            .types
+            .iter()
+            .zip(&tables)
+            .filter(|(_, rows)| !rows.is_empty())
+            .map(|(t, rows)| TableStat { kind: t.kind, name: t.name.clone(), rows: rows.len() as u64 })
+            .collect(),
+    };
+    let ok = sink.is_empty();
+    let (errors, errors_truncated, error_count) = sink.finish();
+    let report = Report {
+        ok,
+        rules: Rules {
+            validator: crate::VALIDATOR_VERSION,
+            schema_hash: schema.hash().to_owned(),
+            mode: options.mode,
+            strict: options.strict,
+        },
+        stats,
+        errors,
+        errors_truncated,
+        error_count,
+        external_refs,
+    };
+    Outcome { report, tables }
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|c| matches!(c, b' ' | b'\t' | b'\r'))
+}
+
+fn report_json_error(sink: &mut ErrorSink, cx_at: impl Fn(usize) -> Position, line: u64, e: JsonError, limits: &Limits) {
+    match e {
+        JsonError::Syntax { pos, message } => {
+            sink.push(cx_at(pos), ErrorCode::JsonSyntax, "", || format!("line {line}: invalid JSON: {message}"))
+        }
+        JsonError::Eof { pos } => sink.push(cx_at(pos), ErrorCode::JsonSyntax, "", || {
+            format!("line {line}: invalid JSON: the input ends inside a value")
+        }),
+        JsonError::LoneSurrogate { pos } => sink.push(cx_at(pos), ErrorCode::LoneSurrogate, "", || {
+            format!("line {line}: a \\u escape encodes half of a surrogate pair; strings must be valid Unicode")
+        }),
+        JsonError::TooComplex { pos, message } => {
+            let (resource, limit) = if message.contains("nesting") {
+                ("json_depth", limits.max_json_depth as u64)
+            } else {
+                ("json_structure", limits.max_json_structure)
+            };
+            sink.push_limit(
+                cx_at(pos),
+                ErrorCode::JsonTooComplex,
+                LimitDetail { resource: resource.into(), limit, actual: limit + 1 },
+                format!("line {line}: the record is too complex: {message}"),
+            )
+        }
+    }
+}
+
+/// String- and bracket-aware scan state, to find where a record spread over
+/// several lines ends.
+#[derive(Default)]
+struct Nesting {
+    depth: u64,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Nesting {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &c in bytes {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == b'\\' {
+                    self.escaped = true;
+                } else if c == b'"' {
+                    self.in_string = false;
+                }
+            } else {
+                match c {
+                    b'"' => self.in_string = true,
+                    b'{' | b'[' => self.depth += 1,
+                    b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.depth == 0 && !self.in_string
+    }
+}
+
+fn strict_lines<'a>(
+    schema: &Schema,
+    limits: &Limits,
+    bytes: &'a [u8],
+    sink: &mut ErrorSink,
+    tables: &mut [Vec<Row<'a>>],
+) -> Counts {
+    let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let (end, next) = match memchr(b'\n', &bytes[pos..]) {
+            Some(i) => (pos + i, pos + i + 1),
+            None => (bytes.len(), bytes.len()),
+        };
+        counts.lines += 1;
+        let line = counts.lines;
+        let mut content = &bytes[pos..end];
+        if content.last() == Some(&b'\r') {
+            content = &content[..content.len() - 1];
+        }
+        let line_start = pos;
+        let at = move |column: usize| Position { line, offset: line_start as u64, column: column as u64 };
+        pos = next;
+        if line == 1 && content.starts_with(BOM) {
+            counts.records += 1;
+            sink.push(at(0), ErrorCode::ByteOrderMark, "", || {
+                "line 1: the batch starts with a UTF-8 byte order mark; remove it (strict batches are plain UTF-8)".into()
+            });
+            continue;
+        }
+        if content.len() as u64 > limits.max_line_bytes {
+            counts.records += 1;
+            sink.push_limit(
+                at(0),
+                ErrorCode::LineTooLong,
+                LimitDetail { resource: "line_bytes".into(), limit: limits.max_line_bytes, actual: content.len() as u64 },
+                format!("line {line}: the line is {} bytes; the limit is {}", content.len(), limits.max_line_bytes),
+            );
+            continue;
+        }
+        if is_blank(content) {
+            counts.blank_lines += 1;
+            continue;
+        }
+        counts.records += 1;
+        let text = match std::str::from_utf8(content) {
+            Ok(text) => text,
+            Err(e) => {
+                sink.push(at(e.valid_up_to()), ErrorCode::InvalidUtf8, "", || {
+                    format!("line {line}: invalid UTF-8 at byte {} of the line", e.valid_up_to())
+                });
+                continue;
+            }
+        };
+        let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
+        let mut cx = RecordCtx { schema, compat: false, sink, line, offset: line_start as u64, line_start: 0 };
+        match parse_record(&mut cur, &mut cx) {
+            Ok(row) => {
+                cur.skip_ws();
+                if !cur.at_end() {
+                    let second = cur.pos;
+                    sink.push(at(second), ErrorCode::TrailingContent, "", || {
+                        format!(
+                            "line {line}: more content after the record at byte {second}; strict batches hold one JSON record per line"
+                        )
+                    });
+                } else if let Some((t, row)) = row {
+                    tables[t].push(row);
+                }
+            }
+            Err(JsonError::Eof { .. }) => {
+                // Find where the record would end if it continues on later lines.
+                let mut nesting = Nesting::default();
+                nesting.feed(content);
+                let mut scan = pos;
+                let mut last_line = line;
+                let mut closed_at = None;
+                while scan < bytes.len() && closed_at.is_none() {
+                    let stop = memchr(b'\n', &bytes[scan..]).map_or(bytes.len(), |i| scan + i + 1);
+                    nesting.feed(&bytes[scan..stop]);
+                    last_line += 1;
+                    scan = stop;
+                    if nesting.closed() {
+                        closed_at = Some((last_line, scan));
+                    }
+                }
+                match closed_at {
+                    Some((end_line, resume)) => {
+                        sink.push(at(0), ErrorCode::MultilineRecord, "", || {
+                            format!(
+                                "line {line}: the record continues to line {end_line}; strict batches need one record per line (write each record on a single line)"
+                            )
+                        });
+                        counts.lines = end_line;
+                        pos = resume;
+                    }
+                    None => sink.push(at(text.len()), ErrorCode::MultilineRecord, "", || {
+                        format!("line {line}: the record is not complete at the end of the line; strict batches need one whole record per line")
+                    }),
+                }
+            }
+            Err(e) => report_json_error(sink, at, line, e, limits),
+        }
+    }
+    counts
+}
+
+/// Line numbers for positions in a compat batch, advanced monotonically.
+struct LineIndex<'b> {
+    bytes: &'b [u8],
+    pos: usize,
+    line: u64,
+    line_start: usize,
+}
+
+impl LineIndex<'_> {
+    fn advance(&mut self, to: usize) -> (u64, usize) {
+        while let Some(i) = memchr(b'\n', &self.bytes[self.pos..to]) {
+            self.line += 1;
+            self.pos += i + 1;
+            self.line_start = self.pos;
+        }
+        self.pos = to;
+        (self.line, self.line_start)
+    }
+}
+
+fn compat_stream<'a>(
+    schema: &Schema,
+    limits: &Limits,
+    bytes: &'a [u8],
+    sink: &mut ErrorSink,
+    tables: &mut [Vec<Row<'a>>],
+) -> Counts {
+    let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
+    for line in bytes.split(|&b| b == b'\n') {
+        counts.lines += 1;
+        if is_blank(line) {
+            counts.blank_lines += 1;
+        }
+    }
+    if bytes.last() == Some(&b'\n') || bytes.is_empty() {
+        counts.lines -= 1;
+        counts.blank_lines -= 1;
+    }
+    // Invalid UTF-8 cannot be framed: validate the prefix before it.
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let bad = e.valid_up_to();
+            let line_start = bytes[..bad].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let line = 1 + bytes[..bad].iter().filter(|&&b| b == b'\n').count() as u64;
+            sink.push(
+                Position { line, offset: line_start as u64, column: (bad - line_start) as u64 },
+                ErrorCode::InvalidUtf8,
+                "",
+                || format!("line {line}: invalid UTF-8; nothing from this line on was read"),
+            );
+            std::str::from_utf8(&bytes[..line_start]).expect("valid prefix")
+        }
+    };
+    let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
+    cur.reject_duplicates = false;
+    // Compat is lenient about a leading byte order mark.
+    if text.starts_with('\u{FEFF}') {
+        cur.pos = '\u{FEFF}'.len_utf8();
+    }
+    let mut lines = LineIndex { bytes, pos: 0, line: 1, line_start: 0 };
+    loop {
+        cur.skip_ws();
+        if cur.at_end() {
+            break;
+        }
+        cur.reset_bounds();
+        let start = cur.pos;
+        let (line, line_start) = lines.advance(start);
+        counts.records += 1;
+        let mut cx = RecordCtx { schema, compat: true, sink, line, offset: line_start as u64, line_start };
+        match parse_record(&mut cur, &mut cx) {
+            Ok(Some((t, row))) => tables[t].push(row),
+            Ok(None) => {}
+            Err(e) => {
+                let failed_at = match &e {
+                    JsonError::Syntax { pos, .. }
+                    | JsonError::Eof { pos }
+                    | JsonError::TooComplex { pos, .. }
+                    | JsonError::LoneSurrogate { pos } => *pos,
+                };
+                let at = |pos: usize| Position { line, offset: line_start as u64, column: (pos - line_start) as u64 };
+                report_json_error(sink, at, line, e, limits);
+                // Resume at the next line after the failure.
+                cur.pos = memchr(b'\n', &bytes[failed_at.min(text.len())..text.len()])
+                    .map_or(text.len(), |i| failed_at + i + 1);
+            }
+        }
+    }
+    counts
+}
+
+/// Duplicate ids per type: folded (last wins) in merge, errors otherwise.
+/// Returns how many records were folded away.
+fn fold_duplicates(schema: &Schema, mode: Mode, tables: &mut [Vec<Row<'_>>], sink: &mut ErrorSink) -> u64 {
+    let mut folded = 0;
+    for (def, rows) in schema.types.iter().zip(tables.iter_mut()) {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        let mut dead = vec![false; rows.len()];
+        for (i, row) in rows.iter().enumerate() {
+            let Some(id) = row.id.as_deref() else { continue };
+            match first.insert(id, i) {
+                None => {}
+                Some(earlier) if mode == Mode::Merge => {
+                    dead[earlier] = true;
+                    folded += 1;
+                }
+                Some(earlier) => {
+                    first.insert(id, earlier);
+                    dead[i] = true;
+                    let line = row.line;
+                    let earlier_line = rows[earlier].line;
+                    sink.push(at_row(row), ErrorCode::DuplicateId, "/id", || {
+                        format!(
+                            "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
+                            kind_word(def.kind),
+                            def.name,
+                            echo(id),
+                            mode.as_str()
+                        )
+                    });
+                }
+            }
+        }
+        if dead.contains(&true) {
+            let mut flags = dead.into_iter();
+            rows.retain(|_| !flags.next().expect("one flag per row"));
+        }
+    }
+    folded
+}
+
+fn at_row(row: &Row<'_>) -> Position {
+    Position { line: row.line, offset: row.offset, column: 0 }
+}
+
+fn kind_word(kind: TableKind) -> &'static str {
+    match kind {
+        TableKind::Node => "node",
+        TableKind::Edge => "edge",
+    }
+}
+
+fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
+    let limits = &options.limits;
+    let mut all: Vec<(u64, u64, &Row<'_>)> = Vec::new();
+    for (def, rows) in schema.types.iter().zip(tables) {
+        if options.mode != Mode::Overwrite && rows.len() as u64 > limits.max_table_rows {
+            let row = &rows[limits.max_table_rows as usize];
+            sink.push_limit(
+                at_row(row),
+                ErrorCode::TableRowsLimit,
+                LimitDetail { resource: format!("rows:{}", def.name), limit: limits.max_table_rows, actual: rows.len() as u64 },
+                format!(
+                    "line {}: {} {} has {} rows in this batch; the limit is {} per table: split the batch",
+                    row.line,
+                    kind_word(def.kind),
+                    def.name,
+                    rows.len(),
+                    limits.max_table_rows
+                ),
+            );
+        }
+        let sizes: Vec<u64> = rows.iter().map(|r| row_arrow_bytes(def, r)).collect();
+        let total: u64 = sizes.iter().sum();
+        if total > limits.max_table_bytes {
+            let mut running = 0;
+            let crossing = sizes.iter().position(|s| {
+                running += s;
+                running > limits.max_table_bytes
+            });
+            let row = &rows[crossing.expect("total exceeds the limit")];
+            sink.push_limit(
+                at_row(row),
+                ErrorCode::TableBytesLimit,
+                LimitDetail { resource: format!("arrow_bytes:{}", def.name), limit: limits.max_table_bytes, actual: total },
+                format!(
+                    "line {}: {} {} needs {total} Arrow bytes; the limit is {} per table: split the batch",
+                    row.line,
+                    kind_word(def.kind),
+                    def.name,
+                    limits.max_table_bytes
+                ),
+            );
+        }
+        all.extend(rows.iter().zip(sizes).map(|(r, s)| (r.line, s, r)));
+    }
+    let total: u64 = all.iter().map(|(_, s, _)| s).sum();
+    if total > limits.max_total_arrow_bytes {
+        all.sort_by_key(|(line, _, _)| *line);
+        let mut running = 0;
+        let (_, _, row) = all
+            .iter()
+            .find(|(_, s, _)| {
+                running += s;
+                running > limits.max_total_arrow_bytes
+            })
+            .expect("total exceeds the limit");
+        sink.push_limit(
+            at_row(row),
+            ErrorCode::TableBytesLimit,
+            LimitDetail { resource: "arrow_bytes".into(), limit: limits.max_total_arrow_bytes, actual: total },
+            format!(
+                "line {}: the batch needs {total} Arrow bytes over all tables; the limit is {}: split the batch",
+                row.line, limits.max_total_arrow_bytes
+            ),
+        );
+    }
+}
+
+fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
+    for (def, rows) in schema.types.iter().zip(tables) {
+        for members in &def.uniques {
+            let names: Vec<&str> = members
+                .iter()
+                .map(|m| match m {
+                    UniqueMember::Prop(i) => def.props[*i].name.as_str(),
+                    UniqueMember::Src => "src",
+                    UniqueMember::Dst => "dst",
+                })
+                .collect();
+            let mut seen: HashMap<String, u64> = HashMap::new();
+            for row in rows {
+                let parts: Option<Vec<String>> = members
+                    .iter()
+                    .map(|m| match m {
+                        UniqueMember::Prop(i) => render_key(&row.values[*i]),
+                        UniqueMember::Src => Some(row.src.to_string()),
+                        UniqueMember::Dst => Some(row.dst.to_string()),
+                    })
+                    .collect();
+                // A null member exempts the row.
+                let Some(parts) = parts else { continue };
+                let tuple = match parts.as_slice() {
+                    [one] => one.clone(),
+                    _ => serde_json::to_string(&parts).expect("strings serialize"),
+                };
+                if let Some(earlier) = seen.get(&tuple) {
+                    let path = match members.as_slice() {
+                        [UniqueMember::Prop(i)] => format!("/data/{}", def.props[*i].name),
+                        _ => String::new(),
+                    };
+                    let line = row.line;
+                    sink.push(at_row(row), ErrorCode::UniqueViolation, &path, || {
+                        format!(
+                            "line {line}: {} {} @unique({}) value {} is already used on line {earlier}",
+                            kind_word(def.kind),
+                            def.name,
+                            names.join(", "),
+                            echo(&tuple)
+                        )
+                    });
+                } else {
+                    seen.insert(tuple, row.line);
+                }
+            }
+        }
+    }
+}
+
+/// Edge endpoints: in the batch (fine), certainly removed by an overwrite
+/// (`dangling_endpoint`), or external (listed for the host).
+fn check_endpoints(schema: &Schema, mode: Mode, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) -> Vec<ExternalRef> {
+    let ids: Vec<HashSet<&str>> =
+        tables.iter().map(|rows| rows.iter().filter_map(|r| r.id.as_deref()).collect()).collect();
+    let mut refs = Vec::new();
+    for (def, rows) in schema.types.iter().zip(tables) {
+        let (Some(from), Some(to)) = (def.from, def.to) else { continue };
+        for row in rows {
+            for (end, node_type, id) in [(End::From, from, &row.src), (End::To, to, &row.dst)] {
+                if ids[node_type].contains(id.as_ref()) {
+                    continue;
+                }
+                let node_name = &schema.types[node_type].name;
+                if mode == Mode::Overwrite && !tables[node_type].is_empty() {
+                    let member = if end == End::From { "from" } else { "to" };
+                    let line = row.line;
+                    sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
+                        format!(
+                            "line {line}: edge {} \"{member}\" is {}, but this overwrite replaces every {node_name} and that id is not in the batch",
+                            def.name,
+                            echo(id)
+                        )
+                    });
+                    continue;
+                }
+                refs.push(ExternalRef {
+                    edge: def.name.clone(),
+                    end,
+                    node_type: node_name.clone(),
+                    id: id.to_string(),
+                    line: row.line,
+                });
+            }
+        }
+    }
+    refs.sort_by(|a, b| (a.line, a.end, &a.edge).cmp(&(b.line, b.end, &b.edge)));
+    refs
+}
+
+fn check_card(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
+    for (def, rows) in schema.types.iter().zip(tables) {
+        let Some(max) = def.card_max else { continue };
+        let mut per_source: HashMap<&str, u64> = HashMap::new();
+        for row in rows {
+            let n = per_source.entry(row.src.as_ref()).or_default();
+            *n += 1;
+            if *n == max + 1 {
+                let line = row.line;
+                sink.push(at_row(row), ErrorCode::CardViolation, "/from", || {
+                    format!(
+                        "line {line}: node {} has more than {max} {} edges in this batch; @card allows at most {max} per source",
+                        echo(&row.src),
+                        def.name
+                    )
+                });
+            }
+        }
+    }
+}

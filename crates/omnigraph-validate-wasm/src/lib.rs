@@ -1,0 +1,87 @@
+//! OmniGraph ingest's rule book: the `.pg` schema language, the strict NDJSON
+//! envelope parser and the batch validator (see `SPEC.md` §1–§3, §5).
+//!
+//! The core is pure: no I/O, clocks, randomness or threads, so the same code
+//! gives the same report natively, in wasmtime, in Node and in browsers.
+//!
+//! ```
+//! use omnigraph_validate_wasm::{Options, Schema, validate};
+//! let schema = Schema::compile("node Person { name: String @key }").unwrap();
+//! let report = validate(&schema, &Options::default(), b"{\"type\":\"Person\",\"data\":{\"name\":\"Ada\"}}\n");
+//! assert!(report.ok);
+//! ```
+
+mod arrow_out;
+mod batch;
+mod json;
+pub mod limits;
+mod options;
+mod record;
+mod report;
+mod schema;
+mod suggest;
+mod value;
+
+pub use arrow_out::{DST_COLUMN, ID_COLUMN, LANCE_BLOB_METADATA, SRC_COLUMN, arrow_schema, arrow_type};
+pub use limits::Limits;
+pub use options::{Mode, Options, OptionsError};
+pub use report::{
+    Diagnostic, End, ErrorCode, ExternalRef, LimitDetail, Report, Rules, Stats, TableKind, TableStat,
+};
+pub use schema::{
+    Bound, Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType, PropDef,
+    RESERVED_NAMES, Schema, SchemaError, SchemaErrors, TypeDef, UniqueMember, ValueType,
+};
+pub use value::{decode_base64, encode_base64, format_date, format_f32, format_f64, format_timestamp};
+
+/// The rule book's version; part of every report's `rules`.
+pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Validates a batch and returns the report (SPEC §3).
+pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {
+    batch::run(schema, options, batch).report
+}
+
+/// One touched table of an accepted batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedTable {
+    pub kind: TableKind,
+    pub name: String,
+    pub rows: u64,
+    /// Arrow IPC stream: one record batch with the columns of
+    /// [`arrow_schema`]. A null `_id` asks the host to generate one.
+    pub ipc: Vec<u8>,
+}
+
+/// An accepted batch: its report and its rows as Arrow, per touched table
+/// (nodes first, then edges, each by name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub report: Report,
+    pub tables: Vec<PreparedTable>,
+}
+
+/// Validates a batch and, if it is accepted, converts it to Arrow for the
+/// host. A rejected batch gives its report and no output.
+pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
+    let outcome = batch::run(schema, options, batch);
+    if !outcome.report.ok {
+        return Err(outcome.report);
+    }
+    let tables = schema
+        .types
+        .iter()
+        .zip(&outcome.tables)
+        .filter(|(_, rows)| !rows.is_empty())
+        .map(|(def, rows)| {
+            let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
+            PreparedTable {
+                kind: def.kind,
+                name: def.name.clone(),
+                rows: rows.len() as u64,
+                ipc: arrow_out::ipc_stream(&batch).expect("writing IPC to memory cannot fail"),
+            }
+        })
+        .collect();
+    Ok(Prepared { report: outcome.report, tables })
+}

@@ -1,0 +1,423 @@
+//! One record: the envelope (SPEC §2.2), its typed `data`, per-value
+//! constraints (`@range`, `@check`) and identity (SPEC §2.3).
+
+use std::borrow::Cow;
+
+use crate::json::{Cursor, JsonError, Kind, KeySet};
+use crate::report::{ErrorCode, ErrorSink, Position, TableKind, echo, pointer_segment};
+use crate::schema::{Bound, RangeRule, Schema, TypeDef, is_reserved};
+use crate::suggest::hint;
+use crate::value::{Val, decode, render_key};
+
+/// A record that passed every per-record check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row<'a> {
+    pub line: u64,
+    pub offset: u64,
+    /// Given or derived id; `None` when the host must generate one.
+    pub id: Option<Cow<'a, str>>,
+    /// Edge endpoints (empty for nodes).
+    pub src: Cow<'a, str>,
+    pub dst: Cow<'a, str>,
+    pub values: Vec<Val<'a>>,
+}
+
+/// Where a record is and where its errors go.
+pub struct RecordCtx<'s, 'e> {
+    pub schema: &'s Schema,
+    pub compat: bool,
+    pub sink: &'e mut ErrorSink,
+    pub line: u64,
+    /// Byte offset of the line's start in the batch.
+    pub offset: u64,
+    /// The line's start in the cursor's coordinates.
+    pub line_start: usize,
+}
+
+impl RecordCtx<'_, '_> {
+    pub fn at(&self, pos: usize) -> Position {
+        Position { line: self.line, offset: self.offset, column: pos.saturating_sub(self.line_start) as u64 }
+    }
+
+    fn emit(&mut self, pos: usize, code: ErrorCode, path: &str, message: impl FnOnce() -> String) {
+        let line = self.line;
+        self.sink.push(self.at(pos), code, path, || format!("line {line}: {}", message()));
+    }
+
+    fn flush_duplicates(&mut self, cur: &mut Cursor<'_>, prefix: &str) {
+        for d in std::mem::take(&mut cur.duplicates) {
+            let path = format!("{prefix}{}", d.path);
+            self.emit(d.pos, ErrorCode::DuplicateMember, &path, || {
+                format!("duplicate member at {path}; every object member name must be unique")
+            });
+        }
+    }
+}
+
+const ENVELOPE_MEMBERS: [&str; 6] = ["type", "edge", "id", "from", "to", "data"];
+
+#[derive(Default)]
+struct Envelope<'a> {
+    node_type: Option<(Cow<'a, str>, usize)>,
+    edge: Option<(Cow<'a, str>, usize)>,
+    id: Option<(Cow<'a, str>, usize)>,
+    from: Option<(Cow<'a, str>, usize)>,
+    to: Option<(Cow<'a, str>, usize)>,
+    /// Where `data` starts when it came before the type was known.
+    data_at: Option<usize>,
+    data_pos: Option<usize>,
+    data: Option<Vec<Val<'a>>>,
+}
+
+fn kind_word(kind: TableKind) -> &'static str {
+    match kind {
+        TableKind::Node => "node",
+        TableKind::Edge => "edge",
+    }
+}
+
+/// Parses one record at the cursor. `Ok(None)`: the record had errors (all
+/// reported). `Err`: the JSON could not be parsed; the caller reports it.
+pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Option<(usize, Row<'a>)>, JsonError> {
+    let start = cur.pos;
+    let errors_before = cx.sink.total();
+    let kind = cur.peek_kind()?;
+    if kind != Kind::Object {
+        cur.skip_value(&mut String::new())?;
+        cx.emit(start, ErrorCode::NotAnObject, "", || format!("a record must be a JSON object, got {}", kind.article()));
+        return Ok(None);
+    }
+    cur.begin_object()?;
+    let mut env = Envelope::default();
+    let mut seen = KeySet::default();
+    let mut first = true;
+    while let Some((key, at)) = cur.next_key(&mut first)? {
+        let mut path = String::new();
+        pointer_segment(&mut path, &key);
+        if !seen.insert(key.clone()) && !cx.compat {
+            cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member \"{}\" appears twice", &path[1..]));
+        }
+        let slot = match key.as_ref() {
+            "type" => Some(&mut env.node_type),
+            "edge" => Some(&mut env.edge),
+            "id" => Some(&mut env.id),
+            "from" => Some(&mut env.from),
+            "to" => Some(&mut env.to),
+            _ => None,
+        };
+        if let Some(slot) = slot {
+            let vpos = cur.pos;
+            let kind = cur.peek_kind()?;
+            if kind == Kind::String {
+                let value_at = cur.pos;
+                *slot = Some((cur.parse_string()?, value_at));
+            } else {
+                cur.skip_value(&mut path.clone())?;
+                cx.emit(vpos, ErrorCode::WrongJsonType, &path, || {
+                    format!("member \"{}\" must be a string, got {}", &path[1..], kind.article())
+                });
+            }
+            continue;
+        }
+        if key == "data" {
+            let vpos = cur.pos;
+            let kind = cur.peek_kind()?;
+            env.data_pos = Some(vpos);
+            if kind != Kind::Object {
+                cur.skip_value(&mut path)?;
+                if !cx.compat {
+                    cx.emit(vpos, ErrorCode::WrongJsonType, "/data", || format!("member \"data\" must be an object, got {}", kind.article()));
+                }
+                continue;
+            }
+            let known = match (&env.node_type, &env.edge) {
+                (Some((t, _)), None) => resolve_type(cx.schema, t, TableKind::Node),
+                (None, Some((e, _))) => resolve_type(cx.schema, e, TableKind::Edge),
+                _ => None,
+            };
+            match known {
+                Some(t) => env.data = Some(parse_data(cur, cx, &cx.schema.types[t])?),
+                None => {
+                    env.data_at = Some(vpos);
+                    cur.skip_value(&mut path)?;
+                }
+            }
+            continue;
+        }
+        cur.skip_value(&mut path.clone())?;
+        if cx.compat {
+            continue;
+        }
+        if is_reserved(&key) {
+            cx.emit(at, ErrorCode::ReservedField, &path, || {
+                format!("{} is a reserved system name and cannot be sent", echo(&key))
+            });
+        } else {
+            let suggestion = hint(&key, ENVELOPE_MEMBERS.into_iter());
+            cx.emit(at, ErrorCode::UnknownField, &path, || {
+                format!(
+                    "unknown member {}{suggestion}; records have \"type\" or \"edge\", \"id\", \"from\", \"to\" and \"data\"",
+                    echo(&key)
+                )
+            });
+        }
+    }
+    cx.flush_duplicates(cur, "");
+
+    let (name, name_at, kind) = match (&env.node_type, &env.edge) {
+        (Some((t, at)), None) => (t.clone(), *at, TableKind::Node),
+        (None, Some((e, at))) => (e.clone(), *at, TableKind::Edge),
+        (Some(_), Some(_)) => {
+            cx.emit(start, ErrorCode::EnvelopeKind, "", || {
+                "a record has exactly one of \"type\" (a node) or \"edge\" (an edge); this one has both".into()
+            });
+            return Ok(None);
+        }
+        (None, None) => {
+            cx.emit(start, ErrorCode::EnvelopeKind, "", || {
+                "a record needs \"type\" (a node) or \"edge\" (an edge); this one has neither".into()
+            });
+            return Ok(None);
+        }
+    };
+    let Some(t) = resolve_type(cx.schema, &name, kind) else {
+        report_unknown_type(cx, &name, name_at, kind);
+        return Ok(None);
+    };
+    let def = &cx.schema.types[t];
+    if kind == TableKind::Node {
+        for (member, value) in [("from", &env.from), ("to", &env.to)] {
+            if let Some((_, at)) = value {
+                if !cx.compat {
+                    cx.emit(*at, ErrorCode::UnknownField, &format!("/{member}"), || {
+                        format!("node records have no \"{member}\"; only edges connect nodes")
+                    });
+                }
+            }
+        }
+    } else {
+        for (member, value) in [("from", &env.from), ("to", &env.to)] {
+            if value.is_none() {
+                cx.emit(start, ErrorCode::MissingField, &format!("/{member}"), || {
+                    format!("edge {} needs \"{member}\", the id of its {} node", def.name, if member == "from" { "source" } else { "target" })
+                });
+            }
+        }
+    }
+    let values = match (env.data.take(), env.data_at) {
+        (Some(values), _) => values,
+        (None, Some(at)) => {
+            let mut again = cur.reread(at);
+            parse_data(&mut again, cx, def)?
+        }
+        (None, None) => missing_data(cx, def, env.data_pos.unwrap_or(start)),
+    };
+    if cx.sink.total() != errors_before {
+        return Ok(None);
+    }
+    let id = identity(cx, def, &values, env.id);
+    if cx.sink.total() != errors_before {
+        return Ok(None);
+    }
+    let endpoint = |e: Option<(Cow<'a, str>, usize)>| e.map(|(s, _)| s).unwrap_or(Cow::Borrowed(""));
+    Ok(Some((
+        t,
+        Row { line: cx.line, offset: cx.offset, id, src: endpoint(env.from), dst: endpoint(env.to), values },
+    )))
+}
+
+fn resolve_type(schema: &Schema, name: &str, kind: TableKind) -> Option<usize> {
+    schema.type_index(name).filter(|&t| schema.types[t].kind == kind)
+}
+
+fn report_unknown_type(cx: &mut RecordCtx, name: &str, at: usize, kind: TableKind) {
+    let member = if kind == TableKind::Node { "type" } else { "edge" };
+    let path = format!("/{member}");
+    let schema = cx.schema;
+    let message = if let Some(other) = schema.type_index(name) {
+        let other = &schema.types[other];
+        let right = if other.kind == TableKind::Node { "type" } else { "edge" };
+        format!("{} is a {} type; write it as \"{right}\": {}", echo(name), kind_word(other.kind), echo(name))
+    } else if schema.is_interface(name) {
+        format!("{} is an interface; interfaces are never stored, name a node type that implements it", echo(name))
+    } else {
+        let candidates = schema.types.iter().filter(|t| t.kind == kind).map(|t| t.name.as_str());
+        format!("unknown {} type {}{}", kind_word(kind), echo(name), hint(name, candidates))
+    };
+    cx.emit(at, ErrorCode::UnknownType, &path, || message);
+}
+
+/// All properties absent (no `data`): non-nullable ones are errors.
+fn missing_data<'a>(cx: &mut RecordCtx, def: &TypeDef, pos: usize) -> Vec<Val<'a>> {
+    let present = vec![false; def.props.len()];
+    report_missing(cx, def, &present, pos);
+    vec![Val::Null; def.props.len()]
+}
+
+fn report_missing(cx: &mut RecordCtx, def: &TypeDef, present: &[bool], pos: usize) {
+    for (i, p) in def.props.iter().enumerate() {
+        if !present[i] && !p.nullable {
+            let mut path = String::from("/data");
+            pointer_segment(&mut path, &p.name);
+            cx.emit(pos, ErrorCode::NullNotAllowed, &path, || {
+                format!("{} {} requires property '{}' ({}); it is missing", kind_word(def.kind), def.name, p.name, p.ty.canonical())
+            });
+        }
+    }
+}
+
+fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef) -> Result<Vec<Val<'a>>, JsonError> {
+    let data_pos = cur.pos;
+    cur.begin_object()?;
+    let mut values = vec![Val::Null; def.props.len()];
+    let mut present = vec![false; def.props.len()];
+    let mut unknown = KeySet::default();
+    let mut first = true;
+    while let Some((key, at)) = cur.next_key(&mut first)? {
+        let Some(i) = def.prop(&key) else {
+            let mut path = String::from("/data");
+            pointer_segment(&mut path, &key);
+            cur.skip_value(&mut path.clone())?;
+            cx.flush_duplicates(cur, "");
+            if cx.compat {
+                continue;
+            }
+            if !unknown.insert(key.clone()) {
+                cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member {path} appears twice"));
+            }
+            report_unknown_property(cx, def, &key, at, &path);
+            continue;
+        };
+        let prop = &def.props[i];
+        let mut path = String::from("/data");
+        pointer_segment(&mut path, &prop.name);
+        if present[i] && !cx.compat {
+            cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("property '{}' appears twice in data", prop.name));
+        }
+        present[i] = true;
+        let vpos = cur.pos;
+        let decoded = decode(cur, &prop.ty, cx.compat)?;
+        cx.flush_duplicates(cur, &path);
+        match decoded {
+            Ok(Val::Null) if !prop.nullable => {
+                cx.emit(vpos, ErrorCode::NullNotAllowed, &path, || {
+                    format!("{} {} property '{}' ({}) cannot be null", kind_word(def.kind), def.name, prop.name, prop.ty.canonical())
+                });
+            }
+            Ok(v) => {
+                check_constraints(cx, def, i, &v, vpos, &path);
+                values[i] = v;
+            }
+            Err(e) => {
+                let full = format!("{path}{}", e.path);
+                cx.emit(e.pos, e.code, &full, || {
+                    format!("{} {} property '{}': {}", kind_word(def.kind), def.name, prop.name, e.message)
+                });
+            }
+        }
+    }
+    report_missing(cx, def, &present, data_pos);
+    Ok(values)
+}
+
+fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usize, path: &str) {
+    let kind = kind_word(def.kind);
+    if key == "id" {
+        cx.emit(at, ErrorCode::UnknownField, path, || {
+            format!("{kind} {} has no property 'id'; a record's identity goes in the top-level \"id\"", def.name)
+        });
+    } else if is_reserved(key) {
+        cx.emit(at, ErrorCode::ReservedField, path, || format!("{} is a reserved system name and cannot be sent", echo(key)));
+    } else {
+        let suggestion = hint(key, def.props.iter().map(|p| p.name.as_str()));
+        cx.emit(at, ErrorCode::UnknownProperty, path, || {
+            format!("{kind} {} has no property {}{suggestion}", def.name, echo(key))
+        });
+    }
+}
+
+fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, pos: usize, path: &str) {
+    if *v == Val::Null {
+        return;
+    }
+    for rule in def.ranges.iter().filter(|r| r.prop == i) {
+        if !in_range(rule, v) {
+            let shown = render_key(v).unwrap_or_default();
+            cx.emit(pos, ErrorCode::RangeViolation, path, || {
+                format!(
+                    "{} {} property '{}' is {shown}, outside @range({}, {})",
+                    kind_word(def.kind),
+                    def.name,
+                    def.props[i].name,
+                    def.props[i].name,
+                    rule.text
+                )
+            });
+        }
+    }
+    for rule in def.checks.iter().filter(|r| r.prop == i) {
+        if let Val::Str(s) = v {
+            if !rule.regex.is_match(s) {
+                cx.emit(pos, ErrorCode::CheckViolation, path, || {
+                    format!(
+                        "{} {} property '{}' = {} does not match @check pattern {:?}",
+                        kind_word(def.kind),
+                        def.name,
+                        def.props[i].name,
+                        echo(s),
+                        rule.regex.as_str()
+                    )
+                });
+            }
+        }
+    }
+}
+
+/// Exact comparison: integers as integers, floats in the property's width.
+fn in_range(rule: &RangeRule, v: &Val<'_>) -> bool {
+    let cmp = |b: &Bound| -> Option<std::cmp::Ordering> {
+        match (v, b) {
+            (Val::Int(x), Bound::Int(y)) => Some((*x as i128).cmp(y)),
+            (Val::UInt(x), Bound::Int(y)) => Some((*x as i128).cmp(y)),
+            (Val::F32(x), Bound::Float(y)) => (*x as f64).partial_cmp(y),
+            (Val::F64(x), Bound::Float(y)) => x.partial_cmp(y),
+            _ => None,
+        }
+    };
+    let above_min = rule.min.as_ref().is_none_or(|m| cmp(m).is_some_and(|o| o.is_ge()));
+    let below_max = rule.max.as_ref().is_none_or(|m| cmp(m).is_some_and(|o| o.is_le()));
+    above_min && below_max
+}
+
+/// The row's id (SPEC §2.3): keyed nodes derive it and a supplied one must
+/// match byte for byte; others use the supplied id or leave it to the host.
+fn identity<'a>(
+    cx: &mut RecordCtx,
+    def: &TypeDef,
+    values: &[Val<'a>],
+    supplied: Option<(Cow<'a, str>, usize)>,
+) -> Option<Cow<'a, str>> {
+    let Some(key) = &def.key else { return supplied.map(|(s, _)| s) };
+    let canonical: Cow<'a, str> = match key.as_slice() {
+        [single] => match &values[*single] {
+            Val::Str(s) => s.clone(),
+            v => Cow::Owned(render_key(v).unwrap_or_default()),
+        },
+        many => {
+            let parts: Vec<String> = many.iter().map(|&i| render_key(&values[i]).unwrap_or_default()).collect();
+            Cow::Owned(serde_json::to_string(&parts).expect("strings serialize"))
+        }
+    };
+    if let Some((given, at)) = supplied {
+        if given != canonical {
+            cx.emit(at, ErrorCode::NoncanonicalId, "/id", || {
+                format!(
+                    "node {} derives its id from @key; the supplied id differs from the canonical rendering {}",
+                    def.name,
+                    echo(&canonical)
+                )
+            });
+        }
+    }
+    Some(canonical)
+}

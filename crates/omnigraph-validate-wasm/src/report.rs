@@ -1,0 +1,369 @@
+//! The report (SPEC §3): stable error codes, diagnostics, and the bounded,
+//! deterministically ordered error list.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use serde::Serialize;
+
+use crate::limits::MAX_ECHO_CHARS;
+use crate::options::Mode;
+
+/// Stable error codes. `docs/errors.md` documents each one with an example.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BatchBytesLimit,
+    ByteOrderMark,
+    CardViolation,
+    CheckViolation,
+    DanglingEndpoint,
+    DuplicateId,
+    DuplicateMember,
+    EnvelopeKind,
+    ExternalBlobNotAllowed,
+    InvalidBase64,
+    InvalidDate,
+    InvalidDatetime,
+    InvalidUtf8,
+    JsonSyntax,
+    JsonTooComplex,
+    LineTooLong,
+    LoneSurrogate,
+    MissingField,
+    MultilineRecord,
+    NoncanonicalId,
+    NotAnObject,
+    NotInEnum,
+    NullNotAllowed,
+    OutOfRange,
+    RangeViolation,
+    ReservedField,
+    TableBytesLimit,
+    TableRowsLimit,
+    TrailingContent,
+    TypeMismatch,
+    UniqueViolation,
+    UnknownField,
+    UnknownProperty,
+    UnknownType,
+    VectorDimension,
+    WrongJsonType,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 36] = [
+        ErrorCode::BatchBytesLimit,
+        ErrorCode::ByteOrderMark,
+        ErrorCode::CardViolation,
+        ErrorCode::CheckViolation,
+        ErrorCode::DanglingEndpoint,
+        ErrorCode::DuplicateId,
+        ErrorCode::DuplicateMember,
+        ErrorCode::EnvelopeKind,
+        ErrorCode::ExternalBlobNotAllowed,
+        ErrorCode::InvalidBase64,
+        ErrorCode::InvalidDate,
+        ErrorCode::InvalidDatetime,
+        ErrorCode::InvalidUtf8,
+        ErrorCode::JsonSyntax,
+        ErrorCode::JsonTooComplex,
+        ErrorCode::LineTooLong,
+        ErrorCode::LoneSurrogate,
+        ErrorCode::MissingField,
+        ErrorCode::MultilineRecord,
+        ErrorCode::NoncanonicalId,
+        ErrorCode::NotAnObject,
+        ErrorCode::NotInEnum,
+        ErrorCode::NullNotAllowed,
+        ErrorCode::OutOfRange,
+        ErrorCode::RangeViolation,
+        ErrorCode::ReservedField,
+        ErrorCode::TableBytesLimit,
+        ErrorCode::TableRowsLimit,
+        ErrorCode::TrailingContent,
+        ErrorCode::TypeMismatch,
+        ErrorCode::UniqueViolation,
+        ErrorCode::UnknownField,
+        ErrorCode::UnknownProperty,
+        ErrorCode::UnknownType,
+        ErrorCode::VectorDimension,
+        ErrorCode::WrongJsonType,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BatchBytesLimit => "batch_bytes_limit",
+            ErrorCode::ByteOrderMark => "byte_order_mark",
+            ErrorCode::CardViolation => "card_violation",
+            ErrorCode::CheckViolation => "check_violation",
+            ErrorCode::DanglingEndpoint => "dangling_endpoint",
+            ErrorCode::DuplicateId => "duplicate_id",
+            ErrorCode::DuplicateMember => "duplicate_member",
+            ErrorCode::EnvelopeKind => "envelope_kind",
+            ErrorCode::ExternalBlobNotAllowed => "external_blob_not_allowed",
+            ErrorCode::InvalidBase64 => "invalid_base64",
+            ErrorCode::InvalidDate => "invalid_date",
+            ErrorCode::InvalidDatetime => "invalid_datetime",
+            ErrorCode::InvalidUtf8 => "invalid_utf8",
+            ErrorCode::JsonSyntax => "json_syntax",
+            ErrorCode::JsonTooComplex => "json_too_complex",
+            ErrorCode::LineTooLong => "line_too_long",
+            ErrorCode::LoneSurrogate => "lone_surrogate",
+            ErrorCode::MissingField => "missing_field",
+            ErrorCode::MultilineRecord => "multiline_record",
+            ErrorCode::NoncanonicalId => "noncanonical_id",
+            ErrorCode::NotAnObject => "not_an_object",
+            ErrorCode::NotInEnum => "not_in_enum",
+            ErrorCode::NullNotAllowed => "null_not_allowed",
+            ErrorCode::OutOfRange => "out_of_range",
+            ErrorCode::RangeViolation => "range_violation",
+            ErrorCode::ReservedField => "reserved_field",
+            ErrorCode::TableBytesLimit => "table_bytes_limit",
+            ErrorCode::TableRowsLimit => "table_rows_limit",
+            ErrorCode::TrailingContent => "trailing_content",
+            ErrorCode::TypeMismatch => "type_mismatch",
+            ErrorCode::UniqueViolation => "unique_violation",
+            ErrorCode::UnknownField => "unknown_field",
+            ErrorCode::UnknownProperty => "unknown_property",
+            ErrorCode::UnknownType => "unknown_type",
+            ErrorCode::VectorDimension => "vector_dimension",
+            ErrorCode::WrongJsonType => "wrong_json_type",
+        }
+    }
+
+    /// True for the codes that mean "a bound of SPEC §5 was exceeded" (HTTP 413).
+    pub fn is_bound(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::BatchBytesLimit
+                | ErrorCode::LineTooLong
+                | ErrorCode::JsonTooComplex
+                | ErrorCode::TableRowsLimit
+                | ErrorCode::TableBytesLimit
+        )
+    }
+}
+
+/// `{resource, limit, actual}` of a bound that was exceeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitDetail {
+    pub resource: String,
+    pub limit: u64,
+    pub actual: u64,
+}
+
+/// One error of the report. `offset` is the byte offset of the start of the
+/// line; `column` (the byte position inside the line) only orders errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub line: u64,
+    pub offset: u64,
+    #[serde(skip)]
+    pub column: u64,
+    pub code: ErrorCode,
+    pub path: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitDetail>,
+}
+
+impl Diagnostic {
+    fn sort_key(&self) -> (u64, u64, &'static str, &str, &str) {
+        (self.line, self.column, self.code.as_str(), &self.path, &self.message)
+    }
+}
+
+impl Ord for Diagnostic {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.sort_key().cmp(&other.sort_key())
+    }
+}
+
+impl PartialOrd for Diagnostic {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Where an error points: physical line, start of that line, position in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: u64,
+    pub offset: u64,
+    pub column: u64,
+}
+
+/// Keeps the `cap` smallest errors in report order and counts all of them,
+/// so memory stays bounded however bad a batch is.
+#[derive(Debug)]
+pub struct ErrorSink {
+    cap: usize,
+    kept: BinaryHeap<Diagnostic>,
+    total: u64,
+}
+
+impl ErrorSink {
+    pub fn new(cap: usize) -> Self {
+        ErrorSink { cap: cap.max(1), kept: BinaryHeap::new(), total: 0 }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Records an error; `message` is only built if the error will be kept.
+    pub fn push(&mut self, at: Position, code: ErrorCode, path: &str, message: impl FnOnce() -> String) {
+        self.push_detail(at, code, path, message, None)
+    }
+
+    pub fn push_limit(&mut self, at: Position, code: ErrorCode, detail: LimitDetail, message: String) {
+        self.push_detail(at, code, "", || message, Some(detail))
+    }
+
+    fn push_detail(
+        &mut self,
+        at: Position,
+        code: ErrorCode,
+        path: &str,
+        message: impl FnOnce() -> String,
+        limit: Option<LimitDetail>,
+    ) {
+        self.total += 1;
+        if self.kept.len() >= self.cap {
+            let worst = self.kept.peek().expect("cap >= 1");
+            if (at.line, at.column, code.as_str()) > (worst.line, worst.column, worst.code.as_str()) {
+                return;
+            }
+        }
+        self.kept.push(Diagnostic {
+            line: at.line,
+            offset: at.offset,
+            column: at.column,
+            code,
+            path: path.to_owned(),
+            message: message(),
+            limit,
+        });
+        if self.kept.len() > self.cap {
+            self.kept.pop();
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn finish(self) -> (Vec<Diagnostic>, bool, u64) {
+        let list = self.kept.into_sorted_vec();
+        let truncated = self.total > list.len() as u64;
+        (list, truncated, self.total)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rules {
+    pub validator: &'static str,
+    pub schema_hash: String,
+    pub mode: Mode,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableKind {
+    Node,
+    Edge,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TableStat {
+    pub kind: TableKind,
+    pub name: String,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub lines: u64,
+    pub records: u64,
+    pub blank_lines: u64,
+    pub bytes: u64,
+    pub folded: u64,
+    pub tables: Vec<TableStat>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    From,
+    To,
+}
+
+/// An edge endpoint that is not in the batch; the host resolves it against
+/// stored data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExternalRef {
+    pub edge: String,
+    pub end: End,
+    #[serde(rename = "type")]
+    pub node_type: String,
+    pub id: String,
+    pub line: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub rules: Rules,
+    pub stats: Stats,
+    pub errors: Vec<Diagnostic>,
+    pub errors_truncated: bool,
+    pub error_count: u64,
+    pub external_refs: Vec<ExternalRef>,
+}
+
+impl Report {
+    /// The canonical serialization: compact JSON, fields in declaration
+    /// order, integers only. Identical in every build of the validator.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("report serializes")
+    }
+
+    /// The first bound error, if the batch was refused for a bound (HTTP 413).
+    pub fn bound_error(&self) -> Option<&Diagnostic> {
+        self.errors.iter().find(|d| d.code.is_bound())
+    }
+}
+
+/// Quotes user data for a message: at most [`MAX_ECHO_CHARS`] characters,
+/// control characters escaped, cut with `…` when longer.
+pub fn echo(value: &str) -> String {
+    let mut out = String::with_capacity(value.len().min(MAX_ECHO_CHARS * 2) + 2);
+    out.push('\'');
+    for (n, ch) in value.chars().enumerate() {
+        if n == MAX_ECHO_CHARS {
+            out.push('…');
+            break;
+        }
+        if ch.is_control() {
+            out.extend(ch.escape_default());
+        } else {
+            out.push(ch);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// JSON Pointer (RFC 6901) segment escaping.
+pub fn pointer_segment(out: &mut String, segment: &str) {
+    out.push('/');
+    for ch in segment.chars() {
+        match ch {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            _ => out.push(ch),
+        }
+    }
+}

@@ -1,0 +1,660 @@
+//! Typed values (SPEC §1.3): strict decoding from JSON, canonical rendering
+//! (SPEC §2.4), and the calendar arithmetic both need.
+
+use std::borrow::Cow;
+
+use crate::json::{Cursor, JsonError, Kind, NumLit};
+use crate::limits::{MAX_YEAR, MIN_YEAR};
+use crate::report::{ErrorCode, echo};
+use crate::schema::ValueType;
+
+/// A decoded property value. Strings borrow from the batch when they can.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val<'a> {
+    Null,
+    Bool(bool),
+    /// I32, I64 and U32 values.
+    Int(i64),
+    UInt(u64),
+    F32(f32),
+    F64(f64),
+    /// String and enum values.
+    Str(Cow<'a, str>),
+    /// Days since 1970-01-01.
+    Date(i32),
+    /// Microseconds since the epoch, UTC.
+    Timestamp(i64),
+    Blob(Vec<u8>),
+    Vector(Vec<f32>),
+    List(Vec<Val<'a>>),
+}
+
+/// Why a value was refused. `pos` is where in the input; `path` a suffix
+/// below the property (list items: `/3`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub code: ErrorCode,
+    pub pos: usize,
+    pub path: String,
+    pub message: String,
+}
+
+impl Invalid {
+    fn new(code: ErrorCode, pos: usize, message: String) -> Self {
+        Invalid { code, pos, path: String::new(), message }
+    }
+}
+
+/// The outcome of decoding one value: JSON errors are fatal for the record,
+/// an `Invalid` value is not (the value was consumed).
+pub type Decoded<'a> = Result<Result<Val<'a>, Invalid>, JsonError>;
+
+fn mismatch(expected: &str, got: Kind, pos: usize) -> Invalid {
+    Invalid::new(ErrorCode::TypeMismatch, pos, format!("expected {expected}, got {}", got.article()))
+}
+
+/// Decodes the next value as `ty`. `null` gives [`Val::Null`]; the caller
+/// applies nullability. In compat mode a value of the wrong JSON kind
+/// becomes null.
+pub fn decode<'a>(cur: &mut Cursor<'a>, ty: &ValueType, compat: bool) -> Decoded<'a> {
+    let kind = cur.peek_kind()?;
+    let pos = cur.pos;
+    if kind == Kind::Null {
+        cur.parse_null()?;
+        return Ok(Ok(Val::Null));
+    }
+    let decoded = decode_present(cur, ty, kind, pos, compat)?;
+    match decoded {
+        Err(e) if compat && e.code == ErrorCode::TypeMismatch => Ok(Ok(Val::Null)),
+        other => Ok(other),
+    }
+}
+
+fn skip_as<'a>(cur: &mut Cursor<'a>, invalid: Invalid) -> Decoded<'a> {
+    cur.skip_value(&mut String::new())?;
+    Ok(Err(invalid))
+}
+
+fn decode_present<'a>(cur: &mut Cursor<'a>, ty: &ValueType, kind: Kind, pos: usize, compat: bool) -> Decoded<'a> {
+    match ty {
+        ValueType::String => match kind {
+            Kind::String => Ok(Ok(Val::Str(cur.parse_string()?))),
+            _ => skip_as(cur, mismatch("a string", kind, pos)),
+        },
+        ValueType::Enum(values) => match kind {
+            Kind::String => {
+                let s = cur.parse_string()?;
+                if values.iter().any(|v| *v == *s) {
+                    Ok(Ok(Val::Str(s)))
+                } else {
+                    let hint = crate::suggest::hint(&s, values.iter().map(String::as_str));
+                    Ok(Err(Invalid::new(
+                        ErrorCode::NotInEnum,
+                        pos,
+                        format!("{} is not one of {}{hint}", echo(&s), values.join(", ")),
+                    )))
+                }
+            }
+            _ => skip_as(cur, mismatch("a string (one of the enum values)", kind, pos)),
+        },
+        ValueType::Bool => match kind {
+            Kind::Bool => Ok(Ok(Val::Bool(cur.parse_bool()?))),
+            _ => skip_as(cur, mismatch("true or false", kind, pos)),
+        },
+        ValueType::I32 | ValueType::I64 | ValueType::U32 | ValueType::U64 => match kind {
+            Kind::Number => Ok(integer(cur.parse_number()?, ty, pos)),
+            _ => skip_as(cur, mismatch("an integer", kind, pos)),
+        },
+        ValueType::F32 | ValueType::F64 => match kind {
+            Kind::Number => Ok(float(cur.parse_number()?, *ty == ValueType::F32, pos)),
+            _ => skip_as(cur, mismatch("a number", kind, pos)),
+        },
+        ValueType::Date => match kind {
+            Kind::String => {
+                let s = cur.parse_string()?;
+                Ok(parse_date(&s)
+                    .map(Val::Date)
+                    .map_err(|why| Invalid::new(ErrorCode::InvalidDate, pos, format!("{} is not a date: {why}; expected YYYY-MM-DD", echo(&s)))))
+            }
+            Kind::Number => {
+                let n = cur.parse_number()?;
+                Ok(date_from_days(n, pos))
+            }
+            _ => skip_as(cur, mismatch("a date string \"YYYY-MM-DD\" or integer days", kind, pos)),
+        },
+        ValueType::DateTime => match kind {
+            Kind::String => {
+                let s = cur.parse_string()?;
+                Ok(parse_datetime(&s).map(Val::Timestamp).map_err(|why| {
+                    Invalid::new(
+                        ErrorCode::InvalidDatetime,
+                        pos,
+                        format!("{} is not an RFC 3339 date-time: {why}", echo(&s)),
+                    )
+                }))
+            }
+            Kind::Number => {
+                let n = cur.parse_number()?;
+                Ok(timestamp_from_millis(n, pos))
+            }
+            _ => skip_as(cur, mismatch("an RFC 3339 date-time string or integer milliseconds", kind, pos)),
+        },
+        ValueType::Blob => match kind {
+            Kind::String => {
+                let s = cur.parse_string()?;
+                match s.strip_prefix("base64:") {
+                    Some(b64) => Ok(decode_base64(b64).map(Val::Blob).map_err(|why| {
+                        Invalid::new(ErrorCode::InvalidBase64, pos, format!("blob is not canonical padded base64: {why}"))
+                    })),
+                    None => Ok(Err(Invalid::new(
+                        ErrorCode::ExternalBlobNotAllowed,
+                        pos,
+                        format!("{} is an external blob reference; this graph allows none: send the bytes as \"base64:…\"", echo(&s)),
+                    ))),
+                }
+            }
+            _ => skip_as(cur, mismatch("a string \"base64:…\"", kind, pos)),
+        },
+        ValueType::Vector(n) => match kind {
+            Kind::Array => vector(cur, *n, pos, compat),
+            _ => skip_as(cur, mismatch(&format!("an array of {n} numbers"), kind, pos)),
+        },
+        ValueType::List(item) => match kind {
+            Kind::Array => list(cur, item, compat),
+            _ => skip_as(cur, mismatch(&format!("an array of {}", item.canonical()), kind, pos)),
+        },
+    }
+}
+
+fn vector<'a>(cur: &mut Cursor<'a>, n: u32, pos: usize, compat: bool) -> Decoded<'a> {
+    cur.begin_array()?;
+    let mut out = Vec::with_capacity(n as usize);
+    let mut first = true;
+    let mut problem: Option<Invalid> = None;
+    let mut count = 0usize;
+    while cur.next_item(&mut first)? {
+        let item_pos = cur.pos;
+        let kind = cur.peek_kind()?;
+        if kind != Kind::Number {
+            cur.skip_value(&mut String::new())?;
+            if problem.is_none() {
+                let mut e = mismatch("a number", kind, item_pos);
+                e.path = format!("/{count}");
+                problem = Some(e);
+            }
+        } else {
+            match float(cur.parse_number()?, true, item_pos) {
+                Ok(Val::F32(v)) => out.push(v),
+                Ok(_) => unreachable!("float() gives F32 when asked"),
+                Err(mut e) if problem.is_none() => {
+                    e.path = format!("/{count}");
+                    problem = Some(e);
+                }
+                Err(_) => {}
+            }
+        }
+        count += 1;
+    }
+    if let Some(e) = problem {
+        if compat && e.code == ErrorCode::TypeMismatch {
+            return Ok(Ok(Val::Null));
+        }
+        return Ok(Err(e));
+    }
+    if count != n as usize {
+        return Ok(Err(Invalid::new(
+            ErrorCode::VectorDimension,
+            pos,
+            format!("expected exactly {n} numbers, got {count}"),
+        )));
+    }
+    Ok(Ok(Val::Vector(out)))
+}
+
+fn list<'a>(cur: &mut Cursor<'a>, item: &ValueType, compat: bool) -> Decoded<'a> {
+    cur.begin_array()?;
+    let mut out = Vec::new();
+    let mut first = true;
+    let mut problem: Option<Invalid> = None;
+    while cur.next_item(&mut first)? {
+        let index = out.len();
+        let item_pos = cur.pos;
+        let kind = cur.peek_kind()?;
+        let decoded = if kind == Kind::Null {
+            cur.parse_null()?;
+            Err(Invalid::new(ErrorCode::NullNotAllowed, item_pos, "list items cannot be null".into()))
+        } else {
+            decode_present(cur, item, kind, item_pos, false)?
+        };
+        match decoded {
+            Ok(v) => out.push(v),
+            Err(mut e) => {
+                if problem.is_none() {
+                    e.path = format!("/{index}{}", e.path);
+                    problem = Some(e);
+                }
+                out.push(Val::Null);
+            }
+        }
+    }
+    match problem {
+        // Compat: a wrong-typed item makes the whole list null (SPEC §2.6).
+        Some(e) if compat && e.code == ErrorCode::TypeMismatch => Ok(Ok(Val::Null)),
+        Some(e) => Ok(Err(e)),
+        None => Ok(Ok(Val::List(out))),
+    }
+}
+
+/// An integer literal checked against the type's range, exactly.
+fn integer<'a>(n: NumLit<'_>, ty: &ValueType, pos: usize) -> Result<Val<'a>, Invalid> {
+    if !n.integer {
+        return Err(Invalid::new(
+            ErrorCode::TypeMismatch,
+            pos,
+            format!("expected an integer (no fraction or exponent) for {}, got {}", ty.canonical(), echo(n.text)),
+        ));
+    }
+    let (lo, hi): (i128, i128) = match ty {
+        ValueType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        ValueType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        ValueType::U32 => (0, u32::MAX.into()),
+        _ => (0, u64::MAX.into()),
+    };
+    let out_of_range =
+        || Invalid::new(ErrorCode::OutOfRange, pos, format!("{} is outside the {} range {lo}..={hi}", echo(n.text), ty.canonical()));
+    // More than 40 digits cannot fit any i128, let alone our types.
+    let v: i128 = if n.text.len() > 40 { return Err(out_of_range()) } else { n.text.parse().map_err(|_| out_of_range())? };
+    if v < lo || v > hi {
+        return Err(out_of_range());
+    }
+    Ok(if *ty == ValueType::U64 { Val::UInt(v as u64) } else { Val::Int(v as i64) })
+}
+
+/// Any JSON number as a float; it must stay finite in the target width.
+fn float<'a>(n: NumLit<'_>, f32_wide: bool, pos: usize) -> Result<Val<'a>, Invalid> {
+    let too_big = || {
+        Invalid::new(
+            ErrorCode::OutOfRange,
+            pos,
+            format!("{} does not fit a finite {}", echo(n.text), if f32_wide { "F32" } else { "F64" }),
+        )
+    };
+    if f32_wide {
+        let v: f32 = n.text.parse().map_err(|_| too_big())?;
+        if !v.is_finite() {
+            return Err(too_big());
+        }
+        Ok(Val::F32(v))
+    } else {
+        let v: f64 = n.text.parse().map_err(|_| too_big())?;
+        if !v.is_finite() {
+            return Err(too_big());
+        }
+        Ok(Val::F64(v))
+    }
+}
+
+fn small_int(n: NumLit<'_>) -> Option<i64> {
+    if n.integer && n.text.len() <= 20 { n.text.parse::<i64>().ok() } else { None }
+}
+
+fn date_from_days<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
+    let range = || {
+        Invalid::new(
+            ErrorCode::InvalidDate,
+            pos,
+            format!("{} is not a whole number of days between years {MIN_YEAR:04} and {MAX_YEAR}", echo(n.text)),
+        )
+    };
+    let days = small_int(n).ok_or_else(range)?;
+    if days < days_from_civil(MIN_YEAR, 1, 1) || days > days_from_civil(MAX_YEAR, 12, 31) {
+        return Err(range());
+    }
+    Ok(Val::Date(days as i32))
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+fn timestamp_bounds() -> (i64, i64) {
+    (days_from_civil(MIN_YEAR, 1, 1) * MICROS_PER_DAY, (days_from_civil(MAX_YEAR, 12, 31) + 1) * MICROS_PER_DAY - 1)
+}
+
+fn timestamp_from_millis<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
+    let range = || {
+        Invalid::new(
+            ErrorCode::InvalidDatetime,
+            pos,
+            format!("{} is not whole milliseconds between years {MIN_YEAR:04} and {MAX_YEAR}", echo(n.text)),
+        )
+    };
+    let ms = small_int(n).ok_or_else(range)?;
+    let us = ms.checked_mul(1000).ok_or_else(range)?;
+    let (lo, hi) = timestamp_bounds();
+    if us < lo || us > hi {
+        return Err(range());
+    }
+    Ok(Val::Timestamp(us))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// (year, month, day) of days since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+fn digits(s: &[u8], at: usize, n: usize) -> Option<u32> {
+    let part = s.get(at..at + n)?;
+    part.iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u32))
+}
+
+/// RFC 3339 full-date → days.
+fn full_date(s: &[u8]) -> Result<i64, &'static str> {
+    if s.len() < 10 || s[4] != b'-' || s[7] != b'-' {
+        return Err("wrong shape");
+    }
+    let (Some(y), Some(m), Some(d)) = (digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2)) else {
+        return Err("wrong shape");
+    };
+    if !(1..=12).contains(&m) {
+        return Err("month out of range");
+    }
+    if d == 0 || d > days_in_month(y as i64, m) {
+        return Err("no such day in that month");
+    }
+    Ok(days_from_civil(y as i64, m, d))
+}
+
+pub fn parse_date(s: &str) -> Result<i32, &'static str> {
+    if s.len() != 10 {
+        return Err("wrong shape");
+    }
+    full_date(s.as_bytes()).map(|d| d as i32)
+}
+
+/// RFC 3339 date-time → microseconds since the epoch (UTC).
+pub fn parse_datetime(s: &str) -> Result<i64, &'static str> {
+    let b = s.as_bytes();
+    let days = full_date(b)?;
+    if !matches!(b.get(10), Some(b'T' | b't')) {
+        return Err("expected 'T' between date and time");
+    }
+    if b.len() < 19 || b[13] != b':' || b[16] != b':' {
+        return Err("time must be HH:MM:SS");
+    }
+    let (Some(h), Some(mi), Some(sec)) = (digits(b, 11, 2), digits(b, 14, 2), digits(b, 17, 2)) else {
+        return Err("time must be HH:MM:SS");
+    };
+    if h > 23 || mi > 59 {
+        return Err("time out of range");
+    }
+    if sec == 60 {
+        return Err("leap seconds cannot be stored");
+    }
+    if sec > 59 {
+        return Err("time out of range");
+    }
+    let mut p = 19;
+    let mut micros: i64 = 0;
+    if b.get(p) == Some(&b'.') {
+        p += 1;
+        let start = p;
+        while matches!(b.get(p), Some(b'0'..=b'9')) {
+            p += 1;
+        }
+        let frac = &b[start..p];
+        if frac.is_empty() || frac.len() > 9 {
+            return Err("the fraction needs 1 to 9 digits");
+        }
+        if frac.iter().skip(6).any(|&c| c != b'0') {
+            return Err("digits beyond microseconds must be zero (they would be lost)");
+        }
+        for i in 0..6 {
+            micros = micros * 10 + frac.get(i).map_or(0, |c| (c - b'0') as i64);
+        }
+    }
+    let offset_secs: i64 = match b.get(p) {
+        Some(b'Z' | b'z') if b.len() == p + 1 => 0,
+        Some(sign @ (b'+' | b'-')) if b.len() == p + 6 && b[p + 3] == b':' => {
+            let (Some(oh), Some(om)) = (digits(b, p + 1, 2), digits(b, p + 4, 2)) else {
+                return Err("offset must be ±HH:MM");
+            };
+            if oh > 23 || om > 59 {
+                return Err("offset out of range");
+            }
+            let o = (oh * 3600 + om * 60) as i64;
+            if *sign == b'-' { -o } else { o }
+        }
+        None => return Err("a time zone offset (Z or ±HH:MM) is required"),
+        _ => return Err("offset must be Z or ±HH:MM"),
+    };
+    let secs = days * 86_400 + (h * 3600 + mi * 60 + sec) as i64 - offset_secs;
+    let us = secs * 1_000_000 + micros;
+    let (lo, hi) = timestamp_bounds();
+    if us < lo || us > hi {
+        return Err("outside years 0000-9999 in UTC");
+    }
+    Ok(us)
+}
+
+pub fn format_date(days: i32) -> String {
+    let (y, m, d) = civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// RFC 3339 in UTC with `Z` and exactly 6 fraction digits.
+pub fn format_timestamp(us: i64) -> String {
+    let days = us.div_euclid(MICROS_PER_DAY);
+    let rest = us.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days);
+    let secs = rest / 1_000_000;
+    let frac = rest % 1_000_000;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+/// ECMAScript `Number.prototype.toString` layout of shortest round-trip
+/// digits: `-0` as `0`, plain notation for exponents in (-7, 21).
+fn format_shortest(sci: String) -> String {
+    // `sci` is Rust's shortest `{:e}` form, e.g. "-1.25e-7".
+    let (neg, body) = match sci.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, sci.as_str()),
+    };
+    let (mantissa, exp) = body.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("exponent is an integer");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if digits == "0" {
+        return "0".into();
+    }
+    let k = digits.len() as i32;
+    let n = exp + 1;
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if n - 1 < 0 { '-' } else { '+' });
+        out.push_str(&(n - 1).abs().to_string());
+    }
+    out
+}
+
+pub fn format_f64(v: f64) -> String {
+    format_shortest(format!("{v:e}"))
+}
+
+pub fn format_f32(v: f32) -> String {
+    format_shortest(format!("{v:e}"))
+}
+
+/// The canonical rendering of a key component (SPEC §2.4). `None` for
+/// values that cannot be keys.
+pub fn render_key(v: &Val<'_>) -> Option<String> {
+    Some(match v {
+        Val::Str(s) => s.to_string(),
+        Val::Int(i) => i.to_string(),
+        Val::UInt(u) => u.to_string(),
+        Val::Bool(b) => b.to_string(),
+        Val::Date(d) => format_date(*d),
+        Val::Timestamp(t) => format_timestamp(*t),
+        Val::F32(f) => format_f32(*f),
+        Val::F64(f) => format_f64(*f),
+        Val::Null | Val::Blob(_) | Val::Vector(_) | Val::List(_) => return None,
+    })
+}
+
+const BASE64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_digit(c: u8) -> Option<u32> {
+    match c {
+        b'A'..=b'Z' => Some((c - b'A') as u32),
+        b'a'..=b'z' => Some((c - b'a') as u32 + 26),
+        b'0'..=b'9' => Some((c - b'0') as u32 + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    }
+}
+
+/// Standard, padded, canonical base64 (unused bits zero).
+pub fn decode_base64(s: &str) -> Result<Vec<u8>, &'static str> {
+    let b = s.as_bytes();
+    if b.len() % 4 != 0 {
+        return Err("length is not a multiple of 4 (padding '=' is required)");
+    }
+    let mut out = Vec::with_capacity(b.len() / 4 * 3);
+    for (i, chunk) in b.chunks_exact(4).enumerate() {
+        let last = i == b.len() / 4 - 1;
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return Err("'=' may only end the text, at most twice");
+        }
+        let mut acc = 0u32;
+        for &c in &chunk[..4 - pad] {
+            acc = (acc << 6) | base64_digit(c).ok_or("character outside the standard alphabet (A-Z a-z 0-9 + /)")?;
+        }
+        acc <<= 6 * pad as u32;
+        let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+        let keep = 3 - pad;
+        if bytes[keep..].iter().any(|&x| x != 0) {
+            return Err("non-zero padding bits (not canonical)");
+        }
+        out.extend_from_slice(&bytes[..keep]);
+    }
+    Ok(out)
+}
+
+pub fn encode_base64(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let mut acc = 0u32;
+        for (i, &x) in chunk.iter().enumerate() {
+            acc |= (x as u32) << (16 - 8 * i);
+        }
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(BASE64_ALPHABET[(acc >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_render_like_ecmascript() {
+        for (v, s) in [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.5, "-1.5"),
+            (0.1, "0.1"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (1.5e-7, "1.5e-7"),
+            (1e-6, "0.000001"),
+            (123.456, "123.456"),
+        ] {
+            assert_eq!(format_f64(v), s, "{v}");
+        }
+        assert_eq!(format_f32(0.1f32), "0.1");
+    }
+
+    #[test]
+    fn dates_round_trip() {
+        for s in ["0000-01-01", "1970-01-01", "2024-02-29", "9999-12-31", "1969-12-31"] {
+            assert_eq!(format_date(parse_date(s).unwrap()), s);
+        }
+        assert!(parse_date("2023-02-29").is_err());
+        assert!(parse_date("2024-13-01").is_err());
+    }
+
+    #[test]
+    fn datetimes_convert_offsets_and_keep_precision() {
+        let a = parse_datetime("2026-01-02T03:04:05.123456+01:00").unwrap();
+        assert_eq!(format_timestamp(a), "2026-01-02T02:04:05.123456Z");
+        assert!(parse_datetime("2026-01-02T03:04:05.1234567Z").is_err());
+        assert!(parse_datetime("2026-01-02T03:04:05.123456000Z").is_ok());
+        assert!(parse_datetime("2026-01-02T03:04:05").is_err());
+        assert!(parse_datetime("9999-12-31T23:00:00-05:00").is_err());
+    }
+
+    #[test]
+    fn base64_is_canonical() {
+        for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"\xff\x00\x10"] {
+            assert_eq!(decode_base64(&encode_base64(data)).unwrap(), data);
+        }
+        assert!(decode_base64("Zh==").is_err());
+        assert!(decode_base64("Zg").is_err());
+        assert!(decode_base64("Zg=a").is_err());
+    }
+}
