@@ -1,0 +1,136 @@
+//! Arrow output: the types of SPEC §1.3, nulls, lists, vectors, dates, and
+//! the IPC round trip.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_ipc::reader::StreamReader;
+use arrow_schema::{DataType, TimeUnit};
+use omnigraph_validate_wasm::{Options, Prepared, Schema, arrow_schema, prepare};
+
+const SCHEMA: &str = r#"
+node T {
+  s: String?  b: Bool?  i32: I32?  i64: I64?  u32: U32?  u64: U64?  f32: F32?  f64: F64?
+  d: Date?  dt: DateTime?  blob: Blob?  v: Vector(3)?  tags: [String]?  nums: [I64]?  days: [Date]?
+  color: enum(red, green)?
+}
+node K { name: String @key  n: I32 }
+edge E: K -> K { w: F64? }
+"#;
+
+fn read_ipc(bytes: &[u8]) -> RecordBatch {
+    let mut reader = StreamReader::try_new(bytes, None).expect("IPC stream");
+    let batch = reader.next().expect("one batch").expect("valid batch");
+    assert!(reader.next().is_none(), "exactly one batch");
+    batch
+}
+
+fn prepared(batch: &str) -> (Schema, Prepared) {
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let p = prepare(&schema, &Options::default(), batch.as_bytes()).unwrap_or_else(|r| panic!("{}", r.to_json()));
+    (schema, p)
+}
+
+#[test]
+fn every_type_maps_to_its_arrow_type() {
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let t = &schema.types[schema.type_index("T").unwrap()];
+    let arrow = arrow_schema(t);
+    let types: Vec<(String, DataType)> = arrow.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+    assert_eq!(types[0], ("_id".into(), DataType::Utf8));
+    let by_name = |n: &str| types.iter().find(|(name, _)| name == n).unwrap().1.clone();
+    assert_eq!(by_name("b"), DataType::Boolean);
+    assert_eq!(by_name("u64"), DataType::UInt64);
+    assert_eq!(by_name("d"), DataType::Date32);
+    assert_eq!(by_name("dt"), DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())));
+    assert_eq!(by_name("blob"), DataType::LargeBinary);
+    assert!(matches!(by_name("v"), DataType::FixedSizeList(f, 3) if f.data_type() == &DataType::Float32));
+    assert!(matches!(by_name("days"), DataType::List(f) if f.data_type() == &DataType::Date32));
+    assert_eq!(by_name("color"), DataType::Utf8);
+    let blob = arrow.field_with_name("blob").unwrap();
+    assert_eq!(blob.metadata().get("lance-encoding:blob").map(String::as_str), Some("true"));
+    let e = &schema.types[schema.type_index("E").unwrap()];
+    let names: Vec<_> = arrow_schema(e).fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["_id", "_src", "_dst", "w"]);
+}
+
+#[test]
+fn values_and_nulls_survive_the_ipc_round_trip() {
+    let batch = concat!(
+        r#"{"type":"T","id":"t1","data":{"s":"é\"x","b":true,"i32":-2147483648,"i64":9223372036854775807,"u32":4294967295,"u64":18446744073709551615,"f32":0.1,"f64":-2.5e-300,"d":"2024-02-29","dt":"2026-01-02T03:04:05.123456+01:00","blob":"base64:AAEC","v":[1,2.5,-3],"tags":["a",""],"nums":[],"days":["1970-01-01",1],"color":"green"}}"#,
+        "\n",
+        r#"{"type":"T","data":{}}"#,
+        "\n"
+    );
+    let (schema, p) = prepared(batch);
+    assert_eq!(p.tables.len(), 1);
+    let rb = read_ipc(&p.tables[0].ipc);
+    let def = &schema.types[schema.type_index("T").unwrap()];
+    assert_eq!(rb.schema(), arrow_schema(def));
+    assert_eq!(rb.num_rows(), 2);
+    let col = |n: &str| rb.column_by_name(n).unwrap().clone();
+
+    let ids = col("_id");
+    assert_eq!(ids.as_string::<i32>().value(0), "t1");
+    assert!(ids.is_null(1), "a missing id is null: the host generates it");
+    assert_eq!(col("s").as_string::<i32>().value(0), "é\"x");
+    assert!(col("b").as_boolean().value(0));
+    assert_eq!(col("i32").as_primitive::<Int32Type>().value(0), i32::MIN);
+    assert_eq!(col("i64").as_primitive::<Int64Type>().value(0), i64::MAX);
+    assert_eq!(col("u32").as_primitive::<UInt32Type>().value(0), u32::MAX);
+    assert_eq!(col("u64").as_primitive::<UInt64Type>().value(0), u64::MAX);
+    assert_eq!(col("f32").as_primitive::<Float32Type>().value(0), 0.1f32);
+    assert_eq!(col("f64").as_primitive::<Float64Type>().value(0), -2.5e-300);
+    assert_eq!(col("d").as_primitive::<Date32Type>().value(0), 19782);
+    assert_eq!(col("dt").as_primitive::<TimestampMicrosecondType>().value(0), 1_767_319_445_123_456);
+    assert_eq!(col("blob").as_binary::<i64>().value(0), [0u8, 1, 2]);
+    let v = col("v");
+    let v = v.as_fixed_size_list();
+    assert_eq!(v.value(0).as_primitive::<Float32Type>().values().to_vec(), vec![1.0, 2.5, -3.0]);
+    let tags = col("tags");
+    let tags = tags.as_list::<i32>();
+    let first = tags.value(0);
+    assert_eq!(first.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("a"), Some("")]);
+    assert_eq!(col("nums").as_list::<i32>().value(0).len(), 0, "an empty list is empty, not null");
+    assert_eq!(col("days").as_list::<i32>().value(0).as_primitive::<Date32Type>().values().to_vec(), vec![0, 1]);
+    assert_eq!(col("color").as_string::<i32>().value(0), "green");
+    for name in ["s", "b", "i32", "u64", "f32", "d", "dt", "blob", "v", "tags", "nums", "color"] {
+        assert!(col(name).is_null(1), "{name} of the empty record is null");
+    }
+}
+
+#[test]
+fn keyed_nodes_and_edges_carry_ids_and_endpoints() {
+    let batch = concat!(
+        r#"{"type":"K","data":{"name":"a","n":1}}"#,
+        "\n",
+        r#"{"type":"K","data":{"name":"b","n":2}}"#,
+        "\n",
+        r#"{"edge":"E","from":"a","to":"b","data":{"w":0.5}}"#,
+        "\n",
+        r#"{"type":"K","data":{"name":"a","n":3}}"#,
+        "\n"
+    );
+    let (_, p) = prepared(batch);
+    let names: Vec<_> = p.tables.iter().map(|t| (t.name.as_str(), t.rows)).collect();
+    assert_eq!(names, [("K", 2), ("E", 1)]);
+    let k = read_ipc(&p.tables[0].ipc);
+    let ids: Vec<_> = k.column(0).as_string::<i32>().iter().map(|s| s.unwrap().to_owned()).collect();
+    assert_eq!(ids, ["b", "a"], "merge folds: the last 'a' wins and rows keep line order");
+    assert_eq!(k.column_by_name("n").unwrap().as_primitive::<Int32Type>().values().to_vec(), vec![2, 3]);
+    assert!(!k.schema().field(0).is_nullable() || k.column(0).null_count() == 0);
+    let e = read_ipc(&p.tables[1].ipc);
+    assert!(e.column(0).is_null(0));
+    assert_eq!(e.column_by_name("_src").unwrap().as_string::<i32>().value(0), "a");
+    assert_eq!(e.column_by_name("_dst").unwrap().as_string::<i32>().value(0), "b");
+}
+
+#[test]
+fn a_rejected_batch_has_no_output() {
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let report = prepare(&schema, &Options::default(), b"{\"type\":\"K\",\"data\":{\"name\":\"a\"}}\n").unwrap_err();
+    assert!(!report.ok);
+    assert_eq!(report.errors[0].code.as_str(), "null_not_allowed");
+}
