@@ -86,12 +86,12 @@ fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
 
 /// The Arrow bytes one row adds to its table: value and offset buffers
 /// (validity bitmaps excluded). The bound `table_bytes_limit` counts these.
-pub fn row_arrow_bytes(def: &TypeDef, row: &Row<'_>) -> u64 {
-    let mut n = 4 + row.id.as_ref().map_or(0, |id| id.len() as u64);
+pub fn row_arrow_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str, values: &[Val<'_>]) -> u64 {
+    let mut n = 4 + id.map_or(0, |id| id.len() as u64);
     if def.kind == TableKind::Edge {
-        n += 8 + row.src.len() as u64 + row.dst.len() as u64;
+        n += 8 + src.len() as u64 + dst.len() as u64;
     }
-    n + def.props.iter().zip(&row.values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
+    n + def.props.iter().zip(values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
 }
 
 fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>>) -> ArrayRef {

@@ -2,11 +2,8 @@
 //! record (SPEC §2.5): duplicate ids and folding, table bounds, `@unique`,
 //! endpoints, `@card`.
 
-use std::collections::{HashMap, HashSet};
-
 use memchr::memchr;
 
-use crate::arrow_out::row_arrow_bytes;
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::{Mode, Options};
@@ -15,7 +12,7 @@ use crate::report::{
     End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableKind, TableStat, echo,
 };
 use crate::schema::{Schema, UniqueMember};
-use crate::value::render_key;
+use crate::strmap::StrMap;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -32,7 +29,8 @@ struct Counts {
     blank_lines: u64,
 }
 
-pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8]) -> Outcome<'a> {
+/// Validates `bytes`; `keep_values` keeps each row's values for Arrow output.
+pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values: bool) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
     let mut tables: Vec<Vec<Row<'a>>> = vec![Vec::new(); schema.types.len()];
     let limits = &options.limits;
@@ -49,14 +47,14 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8]) -> Outcome<'
         );
         Counts { lines: 0, records: 0, blank_lines: 0 }
     } else if options.strict {
-        strict_lines(schema, limits, bytes, &mut sink, &mut tables)
+        strict_lines(schema, limits, bytes, keep_values, &mut sink, &mut tables)
     } else {
-        compat_stream(schema, limits, bytes, &mut sink, &mut tables)
+        compat_stream(schema, limits, bytes, keep_values, &mut sink, &mut tables)
     };
-    let folded = fold_duplicates(schema, options.mode, &mut tables, &mut sink);
+    let (folded, ids) = fold_duplicates(schema, options.mode, &mut tables, &mut sink);
     check_bounds(schema, options, &tables, &mut sink);
     check_unique(schema, &tables, &mut sink);
-    let external_refs = check_endpoints(schema, options.mode, &tables, &mut sink);
+    let external_refs = check_endpoints(schema, options.mode, &tables, &ids, &mut sink);
     check_card(schema, &tables, &mut sink);
 
     let stats = Stats {
@@ -163,10 +161,12 @@ fn strict_lines<'a>(
     schema: &Schema,
     limits: &Limits,
     bytes: &'a [u8],
+    keep_values: bool,
     sink: &mut ErrorSink,
     tables: &mut [Vec<Row<'a>>],
 ) -> Counts {
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
+    let mut values = Vec::new();
     let mut pos = 0usize;
     while pos < bytes.len() {
         let (end, next) = match memchr(b'\n', &bytes[pos..]) {
@@ -214,8 +214,8 @@ fn strict_lines<'a>(
             }
         };
         let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
-        let mut cx = RecordCtx { schema, compat: false, sink, line, offset: line_start as u64, line_start: 0 };
-        match parse_record(&mut cur, &mut cx) {
+        let mut cx = RecordCtx { schema, compat: false, keep_values, sink, line, offset: line_start as u64, line_start: 0 };
+        match parse_record(&mut cur, &mut cx, &mut values) {
             Ok(row) => {
                 cur.skip_ws();
                 if !cur.at_end() {
@@ -290,6 +290,7 @@ fn compat_stream<'a>(
     schema: &Schema,
     limits: &Limits,
     bytes: &'a [u8],
+    keep_values: bool,
     sink: &mut ErrorSink,
     tables: &mut [Vec<Row<'a>>],
 ) -> Counts {
@@ -327,6 +328,7 @@ fn compat_stream<'a>(
         cur.pos = '\u{FEFF}'.len_utf8();
     }
     let mut lines = LineIndex { bytes, pos: 0, line: 1, line_start: 0 };
+    let mut values = Vec::new();
     loop {
         cur.skip_ws();
         if cur.at_end() {
@@ -336,8 +338,8 @@ fn compat_stream<'a>(
         let start = cur.pos;
         let (line, line_start) = lines.advance(start);
         counts.records += 1;
-        let mut cx = RecordCtx { schema, compat: true, sink, line, offset: line_start as u64, line_start };
-        match parse_record(&mut cur, &mut cx) {
+        let mut cx = RecordCtx { schema, compat: true, keep_values, sink, line, offset: line_start as u64, line_start };
+        match parse_record(&mut cur, &mut cx, &mut values) {
             Ok(Some((t, row))) => tables[t].push(row),
             Ok(None) => {}
             Err(e) => {
@@ -359,25 +361,31 @@ fn compat_stream<'a>(
 }
 
 /// Duplicate ids per type: folded (last wins) in merge, errors otherwise.
-/// Returns how many records were folded away.
-fn fold_duplicates(schema: &Schema, mode: Mode, tables: &mut [Vec<Row<'_>>], sink: &mut ErrorSink) -> u64 {
+/// Returns how many records were folded away and, per table, its ids.
+fn fold_duplicates<'a>(
+    schema: &Schema,
+    mode: Mode,
+    tables: &mut [Vec<Row<'a>>],
+    sink: &mut ErrorSink,
+) -> (u64, Vec<StrMap<usize>>) {
     let mut folded = 0;
+    let mut all_ids = Vec::with_capacity(tables.len());
     for (def, rows) in schema.types.iter().zip(tables.iter_mut()) {
-        let mut first: HashMap<&str, usize> = HashMap::new();
         let mut dead = vec![false; rows.len()];
+        let mut first: StrMap<usize> = StrMap::with_capacity(rows.len());
         for (i, row) in rows.iter().enumerate() {
-            let Some(id) = row.id.as_deref() else { continue };
-            match first.insert(id, i) {
+            let Some(id) = &row.id else { continue };
+            match first.insert_new(id, i) {
                 None => {}
                 Some(earlier) if mode == Mode::Merge => {
-                    dead[earlier] = true;
+                    dead[*earlier] = true;
+                    *earlier = i;
                     folded += 1;
                 }
                 Some(earlier) => {
-                    first.insert(id, earlier);
                     dead[i] = true;
                     let line = row.line;
-                    let earlier_line = rows[earlier].line;
+                    let earlier_line = rows[*earlier].line;
                     sink.push(at_row(row), ErrorCode::DuplicateId, "/id", || {
                         format!(
                             "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
@@ -390,12 +398,13 @@ fn fold_duplicates(schema: &Schema, mode: Mode, tables: &mut [Vec<Row<'_>>], sin
                 }
             }
         }
+        all_ids.push(first);
         if dead.contains(&true) {
             let mut flags = dead.into_iter();
             rows.retain(|_| !flags.next().expect("one flag per row"));
         }
     }
-    folded
+    (folded, all_ids)
 }
 
 fn at_row(row: &Row<'_>) -> Position {
@@ -429,7 +438,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 ),
             );
         }
-        let sizes: Vec<u64> = rows.iter().map(|r| row_arrow_bytes(def, r)).collect();
+        let sizes: Vec<u64> = rows.iter().map(|r| r.arrow_bytes).collect();
         let total: u64 = sizes.iter().sum();
         if total > limits.max_table_bytes {
             let mut running = 0;
@@ -478,7 +487,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
 
 fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
     for (def, rows) in schema.types.iter().zip(tables) {
-        for members in &def.uniques {
+        for (u, members) in def.uniques.iter().enumerate() {
             let names: Vec<&str> = members
                 .iter()
                 .map(|m| match m {
@@ -487,23 +496,10 @@ fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) 
                     UniqueMember::Dst => "dst",
                 })
                 .collect();
-            let mut seen: HashMap<String, u64> = HashMap::new();
+            let mut seen: StrMap<u64> = StrMap::with_capacity(rows.len());
             for row in rows {
-                let parts: Option<Vec<String>> = members
-                    .iter()
-                    .map(|m| match m {
-                        UniqueMember::Prop(i) => render_key(&row.values[*i]),
-                        UniqueMember::Src => Some(row.src.to_string()),
-                        UniqueMember::Dst => Some(row.dst.to_string()),
-                    })
-                    .collect();
-                // A null member exempts the row.
-                let Some(parts) = parts else { continue };
-                let tuple = match parts.as_slice() {
-                    [one] => one.clone(),
-                    _ => serde_json::to_string(&parts).expect("strings serialize"),
-                };
-                if let Some(earlier) = seen.get(&tuple) {
+                let Some(tuple) = &row.unique_keys[u] else { continue };
+                if let Some(earlier) = seen.insert_new(tuple, row.line) {
                     let path = match members.as_slice() {
                         [UniqueMember::Prop(i)] => format!("/data/{}", def.props[*i].name),
                         _ => String::new(),
@@ -518,8 +514,6 @@ fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) 
                             echo(&tuple)
                         )
                     });
-                } else {
-                    seen.insert(tuple, row.line);
                 }
             }
         }
@@ -528,15 +522,19 @@ fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) 
 
 /// Edge endpoints: in the batch (fine), certainly removed by an overwrite
 /// (`dangling_endpoint`), or external (listed for the host).
-fn check_endpoints(schema: &Schema, mode: Mode, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) -> Vec<ExternalRef> {
-    let ids: Vec<HashSet<&str>> =
-        tables.iter().map(|rows| rows.iter().filter_map(|r| r.id.as_deref()).collect()).collect();
+fn check_endpoints(
+    schema: &Schema,
+    mode: Mode,
+    tables: &[Vec<Row<'_>>],
+    ids: &[StrMap<usize>],
+    sink: &mut ErrorSink,
+) -> Vec<ExternalRef> {
     let mut refs = Vec::new();
     for (def, rows) in schema.types.iter().zip(tables) {
         let (Some(from), Some(to)) = (def.from, def.to) else { continue };
         for row in rows {
             for (end, node_type, id) in [(End::From, from, &row.src), (End::To, to, &row.dst)] {
-                if ids[node_type].contains(id.as_ref()) {
+                if ids[node_type].get(id).is_some() {
                     continue;
                 }
                 let node_name = &schema.types[node_type].name;
@@ -569,11 +567,13 @@ fn check_endpoints(schema: &Schema, mode: Mode, tables: &[Vec<Row<'_>>], sink: &
 fn check_card(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
     for (def, rows) in schema.types.iter().zip(tables) {
         let Some(max) = def.card_max else { continue };
-        let mut per_source: HashMap<&str, u64> = HashMap::new();
+        let mut per_source: StrMap<u64> = StrMap::with_capacity(rows.len());
         for row in rows {
-            let n = per_source.entry(row.src.as_ref()).or_default();
-            *n += 1;
-            if *n == max + 1 {
+            let n = per_source.insert_new(&row.src, 1).map_or(1, |n| {
+                *n += 1;
+                *n
+            });
+            if n == max + 1 {
                 let line = row.line;
                 sink.push(at_row(row), ErrorCode::CardViolation, "/from", || {
                     format!(

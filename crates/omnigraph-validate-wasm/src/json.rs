@@ -113,6 +113,36 @@ static STRING_STOP: [bool; 256] = {
     t
 };
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// True if any of the 8 bytes in `w` is `"`, `\` or a control character
+/// (the SWAR zero-byte test; exact, so no byte is skipped wrongly).
+#[inline]
+fn needs_attention(w: u64) -> bool {
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let quote = zero_byte(w ^ (ONES * b'"' as u64));
+    let backslash = zero_byte(w ^ (ONES * b'\\' as u64));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    (quote | backslash | control) != 0
+}
+
+/// Advances `p` past string bytes that need no attention.
+#[inline]
+fn scan_plain(b: &[u8], mut p: usize) -> usize {
+    while p + 8 <= b.len() {
+        let w = u64::from_le_bytes(b[p..p + 8].try_into().expect("8 bytes"));
+        if needs_attention(w) {
+            break;
+        }
+        p += 8;
+    }
+    while p < b.len() && !STRING_STOP[b[p] as usize] {
+        p += 1;
+    }
+    p
+}
+
 impl<'a> Cursor<'a> {
     pub fn new(src: &'a str, max_depth: u32, max_structure: u64) -> Self {
         Cursor { src, pos: 0, depth: 0, structure: 0, max_depth, max_structure, reject_duplicates: true, duplicates: Vec::new() }
@@ -273,10 +303,7 @@ impl<'a> Cursor<'a> {
         }
         self.pos += 1;
         let start = self.pos;
-        let mut p = start;
-        while p < b.len() && !STRING_STOP[b[p] as usize] {
-            p += 1;
-        }
+        let mut p = scan_plain(b, start);
         match b.get(p) {
             Some(b'"') => {
                 self.pos = p + 1;
@@ -290,9 +317,7 @@ impl<'a> Cursor<'a> {
         out.push_str(&self.src[start..p]);
         loop {
             let run = p;
-            while p < b.len() && !STRING_STOP[b[p] as usize] {
-                p += 1;
-            }
+            p = scan_plain(b, p);
             out.push_str(&self.src[run..p]);
             match b.get(p) {
                 Some(b'"') => {
@@ -504,7 +529,7 @@ mod tests {
     #[test]
     fn finds_duplicates_at_depth() {
         let d = skip(r#"{"a":{"b":[{"c":1,"c":2}]}}"#).unwrap();
-        assert_eq!(d, vec![Duplicate { pos: 17, path: "/a/b/0/c".into() }]);
+        assert_eq!(d, vec![Duplicate { pos: 18, path: "/a/b/0/c".into() }]);
     }
 
     #[test]
@@ -520,6 +545,21 @@ mod tests {
     fn decodes_escapes_and_pairs() {
         let mut c = Cursor::new(r#""a\n\u00e9\ud83d\ude00""#, 64, 10);
         assert_eq!(c.parse_string().unwrap(), "a\né😀");
+    }
+
+    #[test]
+    fn fast_scan_stops_at_every_special_byte() {
+        for special in ["\\\"", "\\\\", "\\u0001", "\\n"] {
+            for at in 0..20 {
+                let body = format!("{}{special}{}", "a".repeat(at), "é".repeat(5));
+                let json = format!("\"{body}\"");
+                let mut c = Cursor::new(&json, 64, 10);
+                let expected: String = serde_json::from_str(&json).unwrap();
+                assert_eq!(c.parse_string().unwrap(), expected, "{json}");
+            }
+        }
+        let raw_control = format!("\"{}\u{1}\"", "a".repeat(9));
+        assert!(Cursor::new(&raw_control, 64, 10).parse_string().is_err());
     }
 
     #[test]

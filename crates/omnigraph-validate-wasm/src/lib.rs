@@ -19,6 +19,7 @@ mod options;
 mod record;
 mod report;
 mod schema;
+mod strmap;
 mod suggest;
 mod value;
 
@@ -39,7 +40,7 @@ pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Validates a batch and returns the report (SPEC §3).
 pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {
-    batch::run(schema, options, batch).report
+    batch::run(schema, options, batch, false).report
 }
 
 /// One touched table of an accepted batch.
@@ -64,7 +65,7 @@ pub struct Prepared {
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
 /// host. A rejected batch gives its report and no output.
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    let outcome = batch::run(schema, options, batch);
+    let outcome = batch::run(schema, options, batch, true);
     if !outcome.report.ok {
         return Err(outcome.report);
     }

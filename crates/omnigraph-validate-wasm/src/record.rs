@@ -5,9 +5,10 @@ use std::borrow::Cow;
 
 use crate::json::{Cursor, JsonError, Kind, KeySet};
 use crate::report::{ErrorCode, ErrorSink, Position, TableKind, echo, pointer_segment};
-use crate::schema::{Bound, RangeRule, Schema, TypeDef, is_reserved};
+use crate::arrow_out::row_arrow_bytes;
+use crate::schema::{Bound, RangeRule, Schema, TypeDef, UniqueMember, is_reserved};
 use crate::suggest::hint;
-use crate::value::{Val, decode, render_key};
+use crate::value::{Val, decode, key_text, render_key};
 
 /// A record that passed every per-record check.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,12 @@ pub struct Row<'a> {
     /// Edge endpoints (empty for nodes).
     pub src: Cow<'a, str>,
     pub dst: Cow<'a, str>,
+    /// The row's Arrow bytes (what `table_bytes_limit` counts).
+    pub arrow_bytes: u64,
+    /// The rendered tuple of each `@unique` of the type; `None` when a
+    /// member is null (the row is exempt).
+    pub unique_keys: Vec<Option<Cow<'a, str>>>,
+    /// Property values, kept only when the caller wants Arrow output.
     pub values: Vec<Val<'a>>,
 }
 
@@ -26,6 +33,8 @@ pub struct Row<'a> {
 pub struct RecordCtx<'s, 'e> {
     pub schema: &'s Schema,
     pub compat: bool,
+    /// Keep each row's values (for Arrow output); validation alone drops them.
+    pub keep_values: bool,
     pub sink: &'e mut ErrorSink,
     pub line: u64,
     /// Byte offset of the line's start in the batch.
@@ -66,7 +75,8 @@ struct Envelope<'a> {
     /// Where `data` starts when it came before the type was known.
     data_at: Option<usize>,
     data_pos: Option<usize>,
-    data: Option<Vec<Val<'a>>>,
+    /// `data` was parsed into the values buffer as this type (known in time).
+    data_parsed_as: Option<usize>,
 }
 
 fn kind_word(kind: TableKind) -> &'static str {
@@ -78,7 +88,13 @@ fn kind_word(kind: TableKind) -> &'static str {
 
 /// Parses one record at the cursor. `Ok(None)`: the record had errors (all
 /// reported). `Err`: the JSON could not be parsed; the caller reports it.
-pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Option<(usize, Row<'a>)>, JsonError> {
+/// `values` is a buffer reused across records (validation alone keeps no
+/// values, so it allocates nothing per record).
+pub fn parse_record<'a>(
+    cur: &mut Cursor<'a>,
+    cx: &mut RecordCtx,
+    values: &mut Vec<Val<'a>>,
+) -> Result<Option<(usize, Row<'a>)>, JsonError> {
     let start = cur.pos;
     let errors_before = cx.sink.total();
     let kind = cur.peek_kind()?;
@@ -89,22 +105,31 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
     }
     cur.begin_object()?;
     let mut env = Envelope::default();
-    let mut seen = KeySet::default();
+    // Envelope members are tracked by bit; other names only when present.
+    let mut seen_members = 0u8;
+    let mut seen_other = KeySet::default();
     let mut first = true;
     while let Some((key, at)) = cur.next_key(&mut first)? {
-        let mut path = String::new();
-        pointer_segment(&mut path, &key);
-        if !seen.insert(key.clone()) && !cx.compat {
+        let (bit, slot) = match key.as_ref() {
+            "type" => (1, Some(&mut env.node_type)),
+            "edge" => (2, Some(&mut env.edge)),
+            "id" => (4, Some(&mut env.id)),
+            "from" => (8, Some(&mut env.from)),
+            "to" => (16, Some(&mut env.to)),
+            "data" => (32, None),
+            _ => (0, None),
+        };
+        let duplicate = if bit != 0 {
+            let again = seen_members & bit != 0;
+            seen_members |= bit;
+            again
+        } else {
+            !seen_other.insert(key.clone())
+        };
+        if duplicate && !cx.compat {
+            let path = member_path("", &key);
             cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member \"{}\" appears twice", &path[1..]));
         }
-        let slot = match key.as_ref() {
-            "type" => Some(&mut env.node_type),
-            "edge" => Some(&mut env.edge),
-            "id" => Some(&mut env.id),
-            "from" => Some(&mut env.from),
-            "to" => Some(&mut env.to),
-            _ => None,
-        };
         if let Some(slot) = slot {
             let vpos = cur.pos;
             let kind = cur.peek_kind()?;
@@ -112,6 +137,7 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
                 let value_at = cur.pos;
                 *slot = Some((cur.parse_string()?, value_at));
             } else {
+                let path = member_path("", &key);
                 cur.skip_value(&mut path.clone())?;
                 cx.emit(vpos, ErrorCode::WrongJsonType, &path, || {
                     format!("member \"{}\" must be a string, got {}", &path[1..], kind.article())
@@ -119,12 +145,12 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
             }
             continue;
         }
-        if key == "data" {
+        if bit == 32 {
             let vpos = cur.pos;
             let kind = cur.peek_kind()?;
             env.data_pos = Some(vpos);
             if kind != Kind::Object {
-                cur.skip_value(&mut path)?;
+                cur.skip_value(&mut String::from("/data"))?;
                 if !cx.compat {
                     cx.emit(vpos, ErrorCode::WrongJsonType, "/data", || format!("member \"data\" must be an object, got {}", kind.article()));
                 }
@@ -136,14 +162,18 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
                 _ => None,
             };
             match known {
-                Some(t) => env.data = Some(parse_data(cur, cx, &cx.schema.types[t])?),
+                Some(t) => {
+                    parse_data(cur, cx, &cx.schema.types[t], values)?;
+                    env.data_parsed_as = Some(t);
+                }
                 None => {
                     env.data_at = Some(vpos);
-                    cur.skip_value(&mut path)?;
+                    cur.skip_value(&mut String::from("/data"))?;
                 }
             }
             continue;
         }
+        let path = member_path("", &key);
         cur.skip_value(&mut path.clone())?;
         if cx.compat {
             continue;
@@ -180,7 +210,8 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
             return Ok(None);
         }
     };
-    let Some(t) = resolve_type(cx.schema, &name, kind) else {
+    let resolved = env.data_parsed_as.filter(|&t| cx.schema.types[t].name == *name).or_else(|| resolve_type(cx.schema, &name, kind));
+    let Some(t) = resolved else {
         report_unknown_type(cx, &name, name_at, kind);
         return Ok(None);
     };
@@ -204,26 +235,44 @@ pub fn parse_record<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx) -> Result<Opti
             }
         }
     }
-    let values = match (env.data.take(), env.data_at) {
-        (Some(values), _) => values,
+    match (env.data_parsed_as, env.data_at) {
+        (Some(_), _) => {}
         (None, Some(at)) => {
             let mut again = cur.reread(at);
-            parse_data(&mut again, cx, def)?
+            parse_data(&mut again, cx, def, values)?;
         }
-        (None, None) => missing_data(cx, def, env.data_pos.unwrap_or(start)),
-    };
+        (None, None) => missing_data(cx, def, env.data_pos.unwrap_or(start), values),
+    }
     if cx.sink.total() != errors_before {
         return Ok(None);
     }
-    let id = identity(cx, def, &values, env.id);
+    let id = identity(cx, def, values, env.id);
     if cx.sink.total() != errors_before {
         return Ok(None);
     }
     let endpoint = |e: Option<(Cow<'a, str>, usize)>| e.map(|(s, _)| s).unwrap_or(Cow::Borrowed(""));
-    Ok(Some((
-        t,
-        Row { line: cx.line, offset: cx.offset, id, src: endpoint(env.from), dst: endpoint(env.to), values },
-    )))
+    let (src, dst) = (endpoint(env.from), endpoint(env.to));
+    let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
+    let unique_keys = def.uniques.iter().map(|members| unique_key(members, values, &src, &dst)).collect();
+    let values = if cx.keep_values { std::mem::take(values) } else { Vec::new() };
+    Ok(Some((t, Row { line: cx.line, offset: cx.offset, id, src, dst, arrow_bytes, unique_keys, values })))
+}
+
+/// A `@unique` tuple rendered like a key (SPEC §2.4): one member as its
+/// canonical string, several as a compact JSON array. `None`: a null member.
+fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, str>, dst: &Cow<'a, str>) -> Option<Cow<'a, str>> {
+    let mut parts: Vec<Cow<'a, str>> = members
+        .iter()
+        .map(|m| match m {
+            UniqueMember::Prop(i) => key_text(&values[*i]),
+            UniqueMember::Src => Some(src.clone()),
+            UniqueMember::Dst => Some(dst.clone()),
+        })
+        .collect::<Option<_>>()?;
+    Some(match parts.len() {
+        1 => parts.pop().expect("one part"),
+        _ => Cow::Owned(serde_json::to_string(&parts).expect("strings serialize")),
+    })
 }
 
 fn resolve_type(schema: &Schema, name: &str, kind: TableKind) -> Option<usize> {
@@ -248,35 +297,72 @@ fn report_unknown_type(cx: &mut RecordCtx, name: &str, at: usize, kind: TableKin
 }
 
 /// All properties absent (no `data`): non-nullable ones are errors.
-fn missing_data<'a>(cx: &mut RecordCtx, def: &TypeDef, pos: usize) -> Vec<Val<'a>> {
-    let present = vec![false; def.props.len()];
-    report_missing(cx, def, &present, pos);
-    vec![Val::Null; def.props.len()]
+fn missing_data(cx: &mut RecordCtx, def: &TypeDef, pos: usize, values: &mut Vec<Val<'_>>) {
+    report_missing(cx, def, |_| false, pos);
+    values.clear();
+    values.resize(def.props.len(), Val::Null);
 }
 
-fn report_missing(cx: &mut RecordCtx, def: &TypeDef, present: &[bool], pos: usize) {
+fn report_missing(cx: &mut RecordCtx, def: &TypeDef, present: impl Fn(usize) -> bool, pos: usize) {
     for (i, p) in def.props.iter().enumerate() {
-        if !present[i] && !p.nullable {
-            let mut path = String::from("/data");
-            pointer_segment(&mut path, &p.name);
-            cx.emit(pos, ErrorCode::NullNotAllowed, &path, || {
+        if !present(i) && !p.nullable {
+            cx.emit(pos, ErrorCode::NullNotAllowed, &member_path("/data", &p.name), || {
                 format!("{} {} requires property '{}' ({}); it is missing", kind_word(def.kind), def.name, p.name, p.ty.canonical())
             });
         }
     }
 }
 
-fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef) -> Result<Vec<Val<'a>>, JsonError> {
+/// Which properties a record gave, without allocating for common sizes.
+enum Present {
+    Small(u128),
+    Large(Vec<bool>),
+}
+
+impl Present {
+    fn new(n: usize) -> Self {
+        if n <= 128 { Present::Small(0) } else { Present::Large(vec![false; n]) }
+    }
+
+    /// Marks `i`; true if it was already marked.
+    fn mark(&mut self, i: usize) -> bool {
+        match self {
+            Present::Small(bits) => {
+                let again = *bits & (1 << i) != 0;
+                *bits |= 1 << i;
+                again
+            }
+            Present::Large(flags) => std::mem::replace(&mut flags[i], true),
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        match self {
+            Present::Small(bits) => *bits & (1 << i) != 0,
+            Present::Large(flags) => flags[i],
+        }
+    }
+}
+
+/// `prefix` + `/name` as a JSON Pointer; built only when a path is needed.
+fn member_path(prefix: &str, name: &str) -> String {
+    let mut path = String::with_capacity(prefix.len() + name.len() + 1);
+    path.push_str(prefix);
+    pointer_segment(&mut path, name);
+    path
+}
+
+fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, values: &mut Vec<Val<'a>>) -> Result<(), JsonError> {
     let data_pos = cur.pos;
     cur.begin_object()?;
-    let mut values = vec![Val::Null; def.props.len()];
-    let mut present = vec![false; def.props.len()];
+    values.clear();
+    values.resize(def.props.len(), Val::Null);
+    let mut present = Present::new(def.props.len());
     let mut unknown = KeySet::default();
     let mut first = true;
     while let Some((key, at)) = cur.next_key(&mut first)? {
         let Some(i) = def.prop(&key) else {
-            let mut path = String::from("/data");
-            pointer_segment(&mut path, &key);
+            let path = member_path("/data", &key);
             cur.skip_value(&mut path.clone())?;
             cx.flush_duplicates(cur, "");
             if cx.compat {
@@ -289,35 +375,36 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef) -> Re
             continue;
         };
         let prop = &def.props[i];
-        let mut path = String::from("/data");
-        pointer_segment(&mut path, &prop.name);
-        if present[i] && !cx.compat {
-            cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("property '{}' appears twice in data", prop.name));
+        if present.mark(i) && !cx.compat {
+            cx.emit(at, ErrorCode::DuplicateMember, &member_path("/data", &prop.name), || {
+                format!("property '{}' appears twice in data", prop.name)
+            });
         }
-        present[i] = true;
         let vpos = cur.pos;
         let decoded = decode(cur, &prop.ty, cx.compat)?;
-        cx.flush_duplicates(cur, &path);
+        if !cur.duplicates.is_empty() {
+            cx.flush_duplicates(cur, &member_path("/data", &prop.name));
+        }
         match decoded {
             Ok(Val::Null) if !prop.nullable => {
-                cx.emit(vpos, ErrorCode::NullNotAllowed, &path, || {
+                cx.emit(vpos, ErrorCode::NullNotAllowed, &member_path("/data", &prop.name), || {
                     format!("{} {} property '{}' ({}) cannot be null", kind_word(def.kind), def.name, prop.name, prop.ty.canonical())
                 });
             }
             Ok(v) => {
-                check_constraints(cx, def, i, &v, vpos, &path);
+                check_constraints(cx, def, i, &v, vpos);
                 values[i] = v;
             }
             Err(e) => {
-                let full = format!("{path}{}", e.path);
+                let full = format!("{}{}", member_path("/data", &prop.name), e.path);
                 cx.emit(e.pos, e.code, &full, || {
                     format!("{} {} property '{}': {}", kind_word(def.kind), def.name, prop.name, e.message)
                 });
             }
         }
     }
-    report_missing(cx, def, &present, data_pos);
-    Ok(values)
+    report_missing(cx, def, |i| present.has(i), data_pos);
+    Ok(())
 }
 
 fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usize, path: &str) {
@@ -336,14 +423,14 @@ fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usi
     }
 }
 
-fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, pos: usize, path: &str) {
+fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, pos: usize) {
     if *v == Val::Null {
         return;
     }
     for rule in def.ranges.iter().filter(|r| r.prop == i) {
         if !in_range(rule, v) {
             let shown = render_key(v).unwrap_or_default();
-            cx.emit(pos, ErrorCode::RangeViolation, path, || {
+            cx.emit(pos, ErrorCode::RangeViolation, &member_path("/data", &def.props[i].name), || {
                 format!(
                     "{} {} property '{}' is {shown}, outside @range({}, {})",
                     kind_word(def.kind),
@@ -358,7 +445,7 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
     for rule in def.checks.iter().filter(|r| r.prop == i) {
         if let Val::Str(s) = v {
             if !rule.regex.is_match(s) {
-                cx.emit(pos, ErrorCode::CheckViolation, path, || {
+                cx.emit(pos, ErrorCode::CheckViolation, &member_path("/data", &def.props[i].name), || {
                     format!(
                         "{} {} property '{}' = {} does not match @check pattern {:?}",
                         kind_word(def.kind),

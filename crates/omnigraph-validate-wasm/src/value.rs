@@ -270,6 +270,62 @@ fn integer<'a>(n: NumLit<'_>, ty: &ValueType, pos: usize) -> Result<Val<'a>, Inv
     Ok(if *ty == ValueType::U64 { Val::UInt(v as u64) } else { Val::Int(v as i64) })
 }
 
+const POW10_F64: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+/// A short decimal literal as (negative, mantissa, decimal exponent), if
+/// its digits fit a u64.
+fn decimal_parts(text: &str) -> Option<(bool, u64, i32)> {
+    let b = text.as_bytes();
+    let (negative, mut p) = if b.first() == Some(&b'-') { (true, 1) } else { (false, 0) };
+    let mut mantissa: u64 = 0;
+    let mut exp: i32 = 0;
+    let mut digits = 0;
+    let mut fraction = false;
+    while p < b.len() {
+        match b[p] {
+            c @ b'0'..=b'9' => {
+                digits += 1;
+                if digits > 19 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + (c - b'0') as u64;
+                if fraction {
+                    exp -= 1;
+                }
+            }
+            b'.' => fraction = true,
+            _ => return None, // exponents take the general path
+        }
+        p += 1;
+    }
+    Some((negative, mantissa, exp))
+}
+
+/// Clinger's fast path: when the mantissa and the power of ten are both
+/// exact in the target width, one IEEE multiply or divide is correctly
+/// rounded. Same answer as the general parser, much cheaper.
+fn fast_f32(text: &str) -> Option<f32> {
+    let (negative, m, e) = decimal_parts(text)?;
+    if m > 1 << 24 || e.unsigned_abs() as usize >= POW10_F32.len() {
+        return None;
+    }
+    let v = if e < 0 { m as f32 / POW10_F32[-e as usize] } else { m as f32 * POW10_F32[e as usize] };
+    Some(if negative { -v } else { v })
+}
+
+fn fast_f64(text: &str) -> Option<f64> {
+    let (negative, m, e) = decimal_parts(text)?;
+    if m > 1 << 53 || e.unsigned_abs() as usize >= POW10_F64.len() {
+        return None;
+    }
+    let v = if e < 0 { m as f64 / POW10_F64[-e as usize] } else { m as f64 * POW10_F64[e as usize] };
+    Some(if negative { -v } else { v })
+}
+
 /// Any JSON number as a float; it must stay finite in the target width.
 fn float<'a>(n: NumLit<'_>, f32_wide: bool, pos: usize) -> Result<Val<'a>, Invalid> {
     let too_big = || {
@@ -280,13 +336,19 @@ fn float<'a>(n: NumLit<'_>, f32_wide: bool, pos: usize) -> Result<Val<'a>, Inval
         )
     };
     if f32_wide {
-        let v: f32 = n.text.parse().map_err(|_| too_big())?;
+        let v: f32 = match fast_f32(n.text) {
+            Some(v) => v,
+            None => n.text.parse().map_err(|_| too_big())?,
+        };
         if !v.is_finite() {
             return Err(too_big());
         }
         Ok(Val::F32(v))
     } else {
-        let v: f64 = n.text.parse().map_err(|_| too_big())?;
+        let v: f64 = match fast_f64(n.text) {
+            Some(v) => v,
+            None => n.text.parse().map_err(|_| too_big())?,
+        };
         if !v.is_finite() {
             return Err(too_big());
         }
@@ -531,6 +593,14 @@ pub fn format_f32(v: f32) -> String {
     format_shortest(format!("{v:e}"))
 }
 
+/// Like [`render_key`], borrowing strings from the batch when they are.
+pub fn key_text<'a>(v: &Val<'a>) -> Option<Cow<'a, str>> {
+    match v {
+        Val::Str(s) => Some(s.clone()),
+        other => render_key(other).map(Cow::Owned),
+    }
+}
+
 /// The canonical rendering of a key component (SPEC §2.4). `None` for
 /// values that cannot be keys.
 pub fn render_key(v: &Val<'_>) -> Option<String> {
@@ -627,6 +697,27 @@ mod tests {
             assert_eq!(format_f64(v), s, "{v}");
         }
         assert_eq!(format_f32(0.1f32), "0.1");
+    }
+
+    #[test]
+    fn fast_float_paths_agree_with_the_general_parser() {
+        let mut state = 1u64;
+        for _ in 0..200_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let digits = (state >> 40) % 100_000_000;
+            let scale = (state >> 20) % 12;
+            let text = if scale == 0 { format!("{digits}") } else { format!("{}.{:0>w$}", digits / 10u64.pow(scale as u32 % 8), digits % 10u64.pow(scale as u32 % 8), w = (scale % 8) as usize) };
+            let text = if state & 1 == 1 { format!("-{text}") } else { text };
+            if let Some(v) = fast_f32(&text) {
+                assert_eq!(v.to_bits(), text.parse::<f32>().unwrap().to_bits(), "{text}");
+            }
+            if let Some(v) = fast_f64(&text) {
+                assert_eq!(v.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{text}");
+            }
+        }
+        assert_eq!(fast_f32("0.1"), Some(0.1f32));
+        assert_eq!(fast_f64("123.456"), Some(123.456));
+        assert_eq!(fast_f64("1e5"), None);
     }
 
     #[test]

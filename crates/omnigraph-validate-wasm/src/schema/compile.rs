@@ -169,7 +169,9 @@ pub fn compile(source: &str) -> Result<Schema, SchemaErrors> {
     }
     let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.clone()).collect();
     interfaces.sort();
-    Ok(Schema { types, by_name: index, interfaces, catalog, canonical, hash })
+    let mut sorted_types: Vec<(String, usize)> = index.into_iter().collect();
+    sorted_types.sort();
+    Ok(Schema { types, sorted_types, interfaces, catalog, canonical, hash })
 }
 
 /// Resolves one declaration's own properties and annotations.
@@ -638,7 +640,11 @@ fn build_type(cx: &mut Ctx, d: &Decl, props: Vec<Prop>, cons: Constraints) -> (T
         kind,
         name: d.name.clone(),
         props: props.iter().map(|p| PropDef { name: p.name.clone(), ty: p.ty.clone(), nullable: p.nullable }).collect(),
-        prop_index,
+        sorted_props: {
+            let mut sorted: Vec<(String, usize)> = prop_index.into_iter().collect();
+            sorted.sort();
+            sorted
+        },
         key: key_idx,
         uniques,
         ranges,

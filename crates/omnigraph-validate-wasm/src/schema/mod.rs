@@ -6,7 +6,6 @@ mod compile;
 mod lexer;
 mod parser;
 
-use std::collections::HashMap;
 
 use regex::Regex;
 use serde::Serialize;
@@ -167,13 +166,18 @@ pub struct CheckRule {
     pub regex: Regex,
 }
 
+/// Up to this many properties, a linear scan beats a binary search.
+const LINEAR_LOOKUP_MAX: usize = 24;
+
 /// A stored node or edge type, ready for validation.
 #[derive(Debug, Clone)]
 pub struct TypeDef {
     pub kind: TableKind,
     pub name: String,
     pub props: Vec<PropDef>,
-    pub prop_index: HashMap<String, usize>,
+    /// Property names sorted, with their index in `props`, for lookups
+    /// whose cost does not depend on hashing (no hash flooding).
+    pub sorted_props: Vec<(String, usize)>,
     /// Key properties in `@key(…)` order (nodes only).
     pub key: Option<Vec<usize>>,
     pub uniques: Vec<Vec<UniqueMember>>,
@@ -187,8 +191,14 @@ pub struct TypeDef {
 }
 
 impl TypeDef {
+    /// The index of property `name`. Every member of every record is looked
+    /// up here: small types scan (length first), large ones binary-search.
     pub fn prop(&self, name: &str) -> Option<usize> {
-        self.prop_index.get(name).copied()
+        if self.props.len() <= LINEAR_LOOKUP_MAX {
+            let (len, first) = (name.len(), name.as_bytes().first());
+            return self.props.iter().position(|p| p.name.len() == len && p.name.as_bytes().first() == first && p.name == name);
+        }
+        self.sorted_props.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok().map(|i| self.sorted_props[i].1)
     }
 }
 
@@ -196,7 +206,8 @@ impl TypeDef {
 #[derive(Debug, Clone)]
 pub struct Schema {
     pub types: Vec<TypeDef>,
-    by_name: HashMap<String, usize>,
+    /// Type names sorted, with their index in `types`.
+    sorted_types: Vec<(String, usize)>,
     interfaces: Vec<String>,
     catalog: Catalog,
     canonical: String,
@@ -210,7 +221,12 @@ impl Schema {
     }
 
     pub fn type_index(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).copied()
+        // Called twice per record: a scan for typical schemas, else a binary search.
+        if self.types.len() <= LINEAR_LOOKUP_MAX {
+            let (len, first) = (name.len(), name.as_bytes().first());
+            return self.types.iter().position(|t| t.name.len() == len && t.name.as_bytes().first() == first && t.name == name);
+        }
+        self.sorted_types.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok().map(|i| self.sorted_types[i].1)
     }
 
     pub fn is_interface(&self, name: &str) -> bool {

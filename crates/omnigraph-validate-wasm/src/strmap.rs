@@ -1,0 +1,199 @@
+//! A map from strings (ids, unique tuples) to values for the batch checks.
+//!
+//! Keys are copied into one contiguous arena, so lookups touch a few cache
+//! lines instead of chasing pointers into a 32 MiB batch. The core may not
+//! use randomness, so the hash is fixed and an attacker could choose keys
+//! that collide: if any probe sequence grows past [`MAX_PROBE`] the map moves
+//! every entry into a `BTreeMap`, whose cost is O(log n) whatever the keys.
+//! Results never depend on which representation is in use.
+
+use std::collections::BTreeMap;
+
+/// Longest probe sequence tolerated before falling back to the ordered map.
+const MAX_PROBE: usize = 64;
+const MIN_CAPACITY: usize = 16;
+
+fn hash(key: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = key.len() as u64;
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let word = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h = (h.rotate_left(5) ^ word).wrapping_mul(K);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    // Murmur3's finalizer: every input bit reaches the low bits that pick slots.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    /// High half of the key's hash; compared before the key itself.
+    tag: u32,
+    /// Index into `entries` plus one; 0 = empty.
+    entry: u32,
+}
+
+const EMPTY: Slot = Slot { tag: 0, entry: 0 };
+
+struct Entry<V> {
+    hash: u64,
+    start: usize,
+    len: usize,
+    value: V,
+}
+
+pub struct StrMap<V> {
+    slots: Vec<Slot>,
+    entries: Vec<Entry<V>>,
+    arena: Vec<u8>,
+    ordered: Option<BTreeMap<Box<str>, V>>,
+}
+
+/// Where a key is, or would go, in the open-addressed table.
+enum Probe {
+    Found(usize),
+    Vacant(usize),
+    TooLong,
+}
+
+impl<V> StrMap<V> {
+    pub fn with_capacity(n: usize) -> Self {
+        let slots = (n * 2).next_power_of_two().max(MIN_CAPACITY);
+        StrMap { slots: vec![EMPTY; slots], entries: Vec::with_capacity(n), arena: Vec::new(), ordered: None }
+    }
+
+    fn key(&self, e: &Entry<V>) -> &[u8] {
+        &self.arena[e.start..e.start + e.len]
+    }
+
+    fn probe(&self, h: u64, key: &[u8]) -> Probe {
+        let mask = self.slots.len() - 1;
+        let tag = (h >> 32) as u32;
+        let mut slot = h as usize & mask;
+        for _ in 0..MAX_PROBE {
+            let s = self.slots[slot];
+            if s.entry == 0 {
+                return Probe::Vacant(slot);
+            }
+            if s.tag == tag {
+                let e = &self.entries[s.entry as usize - 1];
+                if e.hash == h && self.key(e) == key {
+                    return Probe::Found(s.entry as usize - 1);
+                }
+            }
+            slot = (slot + 1) & mask;
+        }
+        Probe::TooLong
+    }
+
+    fn fall_back(&mut self) {
+        let entries = std::mem::take(&mut self.entries);
+        let arena = std::mem::take(&mut self.arena);
+        self.slots = Vec::new();
+        self.ordered = Some(
+            entries
+                .into_iter()
+                .map(|e| {
+                    let key = std::str::from_utf8(&arena[e.start..e.start + e.len]).expect("keys are str");
+                    (Box::from(key), e.value)
+                })
+                .collect(),
+        );
+    }
+
+    fn grow(&mut self) {
+        let size = self.slots.len() * 2;
+        self.slots = vec![EMPTY; size];
+        for (i, e) in self.entries.iter().enumerate() {
+            let mut slot = e.hash as usize & (size - 1);
+            while self.slots[slot].entry != 0 {
+                slot = (slot + 1) & (size - 1);
+            }
+            self.slots[slot] = Slot { tag: (e.hash >> 32) as u32, entry: i as u32 + 1 };
+        }
+    }
+
+    /// The value stored under `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        if let Some(tree) = &self.ordered {
+            return tree.get(key);
+        }
+        match self.probe(hash(key.as_bytes()), key.as_bytes()) {
+            Probe::Found(e) => Some(&self.entries[e].value),
+            // A lookup never needs the fallback: inserts already bound probes.
+            Probe::Vacant(_) | Probe::TooLong => None,
+        }
+    }
+
+    /// Inserts `key → value` if `key` is absent and returns `None`;
+    /// otherwise leaves the map alone and returns the present value.
+    pub fn insert_new(&mut self, key: &str, value: V) -> Option<&mut V> {
+        if self.ordered.is_none() {
+            let h = hash(key.as_bytes());
+            match self.probe(h, key.as_bytes()) {
+                Probe::Found(e) => return Some(&mut self.entries[e].value),
+                Probe::Vacant(slot) => {
+                    let start = self.arena.len();
+                    self.arena.extend_from_slice(key.as_bytes());
+                    self.entries.push(Entry { hash: h, start, len: key.len(), value });
+                    self.slots[slot] = Slot { tag: (h >> 32) as u32, entry: self.entries.len() as u32 };
+                    if self.entries.len() * 2 > self.slots.len() {
+                        self.grow();
+                    }
+                    return None;
+                }
+                Probe::TooLong => self.fall_back(),
+            }
+        }
+        let tree = self.ordered.as_mut().expect("fell back");
+        match tree.entry(Box::from(key)) {
+            std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(value);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_and_finds() {
+        let mut m = StrMap::with_capacity(0);
+        for i in 0..1000 {
+            assert!(m.insert_new(&format!("id-{i}"), i).is_none());
+        }
+        assert_eq!(m.insert_new("id-7", 0).copied(), Some(7));
+        assert_eq!(m.get("id-999"), Some(&999));
+        assert_eq!(m.get("id-1000"), None);
+        assert!(m.ordered.is_none(), "ordinary ids never need the fallback");
+    }
+
+    #[test]
+    fn colliding_keys_fall_back_to_the_ordered_map() {
+        let mut m = StrMap::with_capacity(4);
+        // Keys whose hashes share their low bits probe the same run.
+        let mask = (MIN_CAPACITY * 64 - 1) as u64;
+        let colliding: Vec<String> =
+            (0..100_000).map(|i| format!("k{i}")).filter(|k| hash(k.as_bytes()) & mask == 0).take(80).collect();
+        assert!(colliding.len() > MAX_PROBE, "found {}", colliding.len());
+        for (i, k) in colliding.iter().enumerate() {
+            assert!(m.insert_new(k, i).is_none());
+        }
+        assert!(m.ordered.is_some(), "a long probe sequence switches representation");
+        for (i, k) in colliding.iter().enumerate() {
+            assert_eq!(m.get(k), Some(&i));
+            assert_eq!(m.insert_new(k, 0).copied(), Some(i));
+        }
+    }
+}
