@@ -96,6 +96,14 @@ fn every_type_and_annotation_parses() {
 }
 
 #[test]
+fn annotations_may_come_before_or_after_implements() {
+    let a = compile("interface I { a: String @key } node N @description(\"x\") implements I {}");
+    let b = compile("interface I { a: String @key } node N implements I @description(\"x\") {}");
+    assert_eq!(a.hash(), b.hash());
+    assert_eq!(a.catalog().nodes[0].metadata[0].name, "description");
+}
+
+#[test]
 fn node_may_redeclare_an_interface_property_identically() {
     let s = compile("interface I { a: String @key } node N implements I { a: String @index b: I32? }");
     let n = &s.types[0];

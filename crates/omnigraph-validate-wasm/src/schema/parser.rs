@@ -173,6 +173,10 @@ impl Parser<'_> {
                 }
                 self.next()?;
             }
+            // Annotations may also follow the `implements` list.
+            while *self.peek()? == Tok::At {
+                decl.annotations.push(self.annotation()?);
+            }
         }
         match self.peek()? {
             Tok::LBrace => {}
