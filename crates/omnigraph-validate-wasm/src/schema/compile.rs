@@ -52,6 +52,17 @@ struct Constraints {
     metadata: Vec<CatalogAnnotation>,
 }
 
+impl Constraints {
+    /// Adds another declaration's constraints (an interface's, or the node's own).
+    fn extend_from(&mut self, other: &Constraints) {
+        self.keys.extend(other.keys.iter().cloned());
+        self.uniques.extend(other.uniques.iter().cloned());
+        self.indexes.extend(other.indexes.iter().cloned());
+        self.ranges.extend(other.ranges.iter().cloned());
+        self.checks.extend(other.checks.iter().cloned());
+    }
+}
+
 /// A declaration after its own members are resolved (before interfaces are merged).
 struct Resolved<'d> {
     decl: &'d Decl,
@@ -408,12 +419,7 @@ fn merge_interfaces(cx: &mut Ctx, r: &Resolved, interfaces: &HashMap<&str, &Reso
                 None => props.push(p.clone()),
             }
         }
-        let ic = &iface.cons;
-        cons.keys.extend(ic.keys.iter().cloned());
-        cons.uniques.extend(ic.uniques.iter().cloned());
-        cons.indexes.extend(ic.indexes.iter().cloned());
-        cons.ranges.extend(ic.ranges.iter().cloned());
-        cons.checks.extend(ic.checks.iter().cloned());
+        cons.extend_from(&iface.cons);
     }
     for p in &r.props {
         match props.iter_mut().find(|q| q.name == p.name) {
@@ -425,13 +431,9 @@ fn merge_interfaces(cx: &mut Ctx, r: &Resolved, interfaces: &HashMap<&str, &Reso
             None => props.push(p.clone()),
         }
     }
-    let own = &r.cons;
-    cons.keys.extend(own.keys.iter().cloned());
-    cons.uniques.extend(own.uniques.iter().cloned());
-    cons.indexes.extend(own.indexes.iter().cloned());
-    cons.ranges.extend(own.ranges.iter().cloned());
-    cons.checks.extend(own.checks.iter().cloned());
-    cons.metadata = own.metadata.clone();
+    cons.extend_from(&r.cons);
+    // Type-level metadata is the node's own, not its interfaces'.
+    cons.metadata = r.cons.metadata.clone();
     (props, cons)
 }
 
