@@ -12,14 +12,11 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
 
 use crate::record::Row;
+use crate::rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 use crate::report::TableKind;
 use crate::schema::{TypeDef, ValueType};
 use crate::value::Val;
 
-/// Column names of the envelope (SPEC §4.1).
-pub const ID_COLUMN: &str = "_id";
-pub const SRC_COLUMN: &str = "_src";
-pub const DST_COLUMN: &str = "_dst";
 /// Field metadata that makes Lance store a LargeBinary column as blobs.
 pub const LANCE_BLOB_METADATA: (&str, &str) = ("lance-encoding:blob", "true");
 
@@ -60,38 +57,6 @@ pub fn arrow_schema(def: &TypeDef) -> SchemaRef {
         fields.push(field);
     }
     Arc::new(ArrowSchema::new(fields))
-}
-
-fn fixed_width(ty: &ValueType) -> u64 {
-    match ty {
-        ValueType::Bool => 1,
-        ValueType::I32 | ValueType::U32 | ValueType::F32 | ValueType::Date => 4,
-        ValueType::I64 | ValueType::U64 | ValueType::F64 | ValueType::DateTime => 8,
-        ValueType::Vector(n) => 4 * *n as u64,
-        // Offsets of variable-width columns.
-        ValueType::String | ValueType::Enum(_) | ValueType::List(_) => 4,
-        ValueType::Blob => 8,
-    }
-}
-
-fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
-    let data = match (ty, v) {
-        (_, Val::Str(s)) => s.len() as u64,
-        (_, Val::Blob(b)) => b.len() as u64,
-        (ValueType::List(item), Val::List(items)) => items.iter().map(|i| value_bytes(item, i)).sum(),
-        _ => 0,
-    };
-    fixed_width(ty) + data
-}
-
-/// The Arrow bytes one row adds to its table: value and offset buffers
-/// (validity bitmaps excluded). The bound `table_bytes_limit` counts these.
-pub fn row_arrow_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str, values: &[Val<'_>]) -> u64 {
-    let mut n = 4 + id.map_or(0, |id| id.len() as u64);
-    if def.kind == TableKind::Edge {
-        n += 8 + src.len() as u64 + dst.len() as u64;
-    }
-    n + def.props.iter().zip(values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
 }
 
 fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>>) -> ArrayRef {

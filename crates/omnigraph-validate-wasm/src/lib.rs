@@ -11,6 +11,8 @@
 //! assert!(report.ok);
 //! ```
 
+pub mod abi;
+#[cfg(feature = "arrow")]
 mod arrow_out;
 mod batch;
 mod json;
@@ -18,12 +20,17 @@ pub mod limits;
 mod options;
 mod record;
 mod report;
+mod rows;
 mod schema;
 mod strmap;
 mod suggest;
 mod value;
+#[cfg(target_arch = "wasm32")]
+mod js;
 
-pub use arrow_out::{DST_COLUMN, ID_COLUMN, LANCE_BLOB_METADATA, SRC_COLUMN, arrow_schema, arrow_type};
+#[cfg(feature = "arrow")]
+pub use arrow_out::{LANCE_BLOB_METADATA, arrow_schema, arrow_type};
+pub use rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 pub use limits::Limits;
 pub use options::{Mode, Options, OptionsError};
 pub use report::{
@@ -62,8 +69,21 @@ pub struct Prepared {
     pub tables: Vec<PreparedTable>,
 }
 
+/// Validates a batch and, if it is accepted, returns its report and its
+/// canonical rows (the encoding of `rows.rs`; what the wasm artifact's
+/// `og_prepare` returns). A rejected batch gives its report and no output.
+pub fn prepare_rows(schema: &Schema, options: &Options, batch: &[u8]) -> Result<(Report, Vec<u8>), Report> {
+    let outcome = batch::run(schema, options, batch, true);
+    if !outcome.report.ok {
+        return Err(outcome.report);
+    }
+    let rows = rows::encode(&outcome.tables);
+    Ok((outcome.report, rows))
+}
+
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
 /// host. A rejected batch gives its report and no output.
+#[cfg(feature = "arrow")]
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
     let outcome = batch::run(schema, options, batch, true);
     if !outcome.report.ok {
@@ -74,15 +94,25 @@ pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepa
         .iter()
         .zip(&outcome.tables)
         .filter(|(_, rows)| !rows.is_empty())
-        .map(|(def, rows)| {
-            let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
-            PreparedTable {
-                kind: def.kind,
-                name: def.name.clone(),
-                rows: rows.len() as u64,
-                ipc: arrow_out::ipc_stream(&batch).expect("writing IPC to memory cannot fail"),
-            }
-        })
+        .map(|(def, rows)| arrow_table(def, rows))
         .collect();
     Ok(Prepared { report: outcome.report, tables })
+}
+
+/// Turns canonical rows (from [`prepare_rows`] or the wasm artifact's
+/// `og_prepare`) into Arrow tables, exactly as [`prepare`] would.
+#[cfg(feature = "arrow")]
+pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTable>, abi::MalformedBuffer> {
+    Ok(rows::decode(schema, rows)?.iter().map(|(t, rows)| arrow_table(&schema.types[*t], rows)).collect())
+}
+
+#[cfg(feature = "arrow")]
+fn arrow_table(def: &TypeDef, rows: &[record::Row<'_>]) -> PreparedTable {
+    let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
+    PreparedTable {
+        kind: def.kind,
+        name: def.name.clone(),
+        rows: rows.len() as u64,
+        ipc: arrow_out::ipc_stream(&batch).expect("writing IPC to memory cannot fail"),
+    }
 }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use crate::json::{Cursor, JsonError, Kind, KeySet};
 use crate::report::{ErrorCode, ErrorSink, Position, TableKind, echo, pointer_segment};
-use crate::arrow_out::row_arrow_bytes;
+use crate::rows::row_arrow_bytes;
 use crate::schema::{Bound, RangeRule, Schema, TypeDef, UniqueMember, is_reserved};
 use crate::suggest::hint;
 use crate::value::{Val, decode, key_text, render_key};

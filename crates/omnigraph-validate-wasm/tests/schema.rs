@@ -147,6 +147,8 @@ const ERRORS: &[(&str, u32, u32, &str)] = &[
     ("node P { a: I32 @check(a, \"x\") }", 1, 17, "@check needs a String property"),
     ("node P { a: String @check(a, \"(\") }", 1, 20, "invalid regex"),
     ("node P { a: String @check(a) }", 1, 20, "@check takes a property and a regex"),
+    // Unicode property classes are left out of the artifact (docs/rulebook.md).
+    ("node P { a: String @check(a, \"\\\\p{Greek}\") }", 1, 20, "invalid regex"),
     ("node P { a: String @unique(b) }", 1, 20, "@unique names 'b'"),
     ("node P { a: String @unique(src) }", 1, 20, "@unique names 'src'"),
     ("node P { a: [String] @unique(a) }", 1, 22, "unique members must be scalars"),
@@ -176,6 +178,18 @@ fn every_schema_error_has_its_position_and_an_actionable_message() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn check_regexes_have_unicode_classes_and_case_folding() {
+    let s = compile(r#"node P { a: String @check(a, "^\\w+$")  b: String? @check(b, "(?i)^straße$") }"#);
+    let ok = omnigraph_validate_wasm::validate(
+        &s,
+        &omnigraph_validate_wasm::Options::default(),
+        "{\"type\":\"P\",\"data\":{\"a\":\"héllo\",\"b\":\"STRASSE\"}}\n".as_bytes(),
+    );
+    // \w is Unicode-aware; (?i) folds simple case (ß does not fold to SS).
+    assert_eq!(ok.errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["/data/b"]);
 }
 
 #[test]

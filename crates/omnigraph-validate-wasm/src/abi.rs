@@ -1,0 +1,226 @@
+//! The plain byte-buffer ABI for non-JS hosts (wasmtime). Versioned by
+//! [`ABI_VERSION`]; the same functions are exported from the wasm module as
+//! `og_*` (see `exports` below) and callable natively for tests.
+//!
+//! Every call takes UTF-8 schema source, options JSON (empty = defaults) and
+//! the batch bytes, and returns one buffer whose first byte is a [`Status`]:
+//!
+//! * `validate`: `Report` → the report JSON (SPEC §3).
+//! * `prepare`: `Accepted` → `u32 report_len` (little-endian), the report
+//!   JSON, then the canonical rows (see `rows.rs`; hosts turn them into Arrow
+//!   with `tables_from_rows`); `Rejected` → the report JSON.
+//! * either: `SchemaError` → `{"errors":[{line,column,message}…]}`;
+//!   `OptionsError` → the message.
+
+use crate::{Options, Schema, prepare_rows, validate};
+
+/// Version of this ABI; bumped on any change to the functions or buffers.
+pub const ABI_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Status {
+    Report = b'0',
+    Accepted = b'1',
+    Rejected = b'2',
+    SchemaError = b'3',
+    OptionsError = b'4',
+}
+
+impl Status {
+    pub fn from_byte(b: u8) -> Option<Status> {
+        [Status::Report, Status::Accepted, Status::Rejected, Status::SchemaError, Status::OptionsError]
+            .into_iter()
+            .find(|s| *s as u8 == b)
+    }
+}
+
+fn with(status: Status, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 1);
+    out.push(status as u8);
+    out.extend_from_slice(body);
+    out
+}
+
+/// Compiles the schema and parses the options, or gives the error buffer.
+fn setup(schema: &[u8], options: &[u8]) -> Result<(Schema, Options), Vec<u8>> {
+    let source = std::str::from_utf8(schema).map_err(|e| {
+        let errors = crate::SchemaErrors {
+            errors: vec![crate::SchemaError { line: 1, column: 1, message: format!("schema is not UTF-8: {e}") }],
+        };
+        with(Status::SchemaError, serde_json::to_string(&errors).expect("serializes").as_bytes())
+    })?;
+    let schema = Schema::compile(source)
+        .map_err(|e| with(Status::SchemaError, serde_json::to_string(&e).expect("serializes").as_bytes()))?;
+    let options = if options.is_empty() {
+        Options::default()
+    } else {
+        Options::from_json(options).map_err(|e| with(Status::OptionsError, e.to_string().as_bytes()))?
+    };
+    Ok((schema, options))
+}
+
+/// `og_validate`'s result buffer.
+pub fn validate_buffer(schema: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
+    match setup(schema, options) {
+        Ok((schema, options)) => with(Status::Report, validate(&schema, &options, batch).to_json().as_bytes()),
+        Err(buffer) => buffer,
+    }
+}
+
+/// `og_prepare`'s result buffer.
+pub fn prepare_buffer(schema: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
+    let (schema, options) = match setup(schema, options) {
+        Ok(ok) => ok,
+        Err(buffer) => return buffer,
+    };
+    match prepare_rows(&schema, &options, batch) {
+        Err(report) => with(Status::Rejected, report.to_json().as_bytes()),
+        Ok((report, rows)) => {
+            let report = report.to_json();
+            let mut out = Vec::with_capacity(1 + 4 + report.len() + rows.len());
+            out.push(Status::Accepted as u8);
+            out.extend_from_slice(&(report.len() as u32).to_le_bytes());
+            out.extend_from_slice(report.as_bytes());
+            out.extend_from_slice(&rows);
+            out
+        }
+    }
+}
+
+/// A decoded `og_prepare` buffer, for hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareOutcome {
+    /// The report JSON and the canonical rows.
+    Accepted { report_json: String, rows: Vec<u8> },
+    Rejected { report_json: String },
+    SchemaError(String),
+    OptionsError(String),
+}
+
+/// A result buffer that does not follow the ABI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedBuffer(pub &'static str);
+
+impl std::fmt::Display for MalformedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed validator result buffer: {}", self.0)
+    }
+}
+
+impl std::error::Error for MalformedBuffer {}
+
+fn rest_text(bytes: &[u8]) -> Result<String, MalformedBuffer> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| MalformedBuffer("text is not UTF-8"))
+}
+
+pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome, MalformedBuffer> {
+    let (&status, body) = buffer.split_first().ok_or(MalformedBuffer("empty"))?;
+    match Status::from_byte(status) {
+        Some(Status::Rejected) => Ok(PrepareOutcome::Rejected { report_json: rest_text(body)? }),
+        Some(Status::SchemaError) => Ok(PrepareOutcome::SchemaError(rest_text(body)?)),
+        Some(Status::OptionsError) => Ok(PrepareOutcome::OptionsError(rest_text(body)?)),
+        Some(Status::Accepted) => {
+            let (len, rest) = body.split_first_chunk::<4>().ok_or(MalformedBuffer("truncated"))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            if rest.len() < len {
+                return Err(MalformedBuffer("truncated"));
+            }
+            let (report, rows) = rest.split_at(len);
+            Ok(PrepareOutcome::Accepted { report_json: rest_text(report)?, rows: rows.to_vec() })
+        }
+        Some(Status::Report) | None => Err(MalformedBuffer("not a prepare result")),
+    }
+}
+
+/// The wasm exports. Buffers cross as (pointer, length) in the module's
+/// memory; results are packed as `pointer << 32 | length` and must be
+/// released with `og_free`.
+#[cfg(target_arch = "wasm32")]
+mod exports {
+    use super::*;
+
+    fn leak(out: Vec<u8>) -> u64 {
+        let boxed = out.into_boxed_slice();
+        let len = boxed.len() as u64;
+        let ptr = Box::into_raw(boxed) as *mut u8 as u32 as u64;
+        (ptr << 32) | len
+    }
+
+    /// # Safety
+    /// `ptr`/`len` must come from `og_alloc` (or be 0/0).
+    unsafe fn input<'b>(ptr: *const u8, len: u32) -> &'b [u8] {
+        if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr, len as usize) } }
+    }
+
+    #[unsafe(no_mangle)]
+    pub extern "C" fn og_abi_version() -> u32 {
+        ABI_VERSION
+    }
+
+    /// Allocates `len` zeroed bytes for an input buffer.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn og_alloc(len: u32) -> *mut u8 {
+        Box::into_raw(vec![0u8; len as usize].into_boxed_slice()) as *mut u8
+    }
+
+    /// Frees a buffer from `og_alloc` or a result buffer.
+    ///
+    /// # Safety
+    /// `ptr`/`len` must describe one live buffer given out by this module.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_free(ptr: *mut u8, len: u32) {
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len as usize)) });
+    }
+
+    /// # Safety
+    /// Every (pointer, length) pair must come from `og_alloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_validate(sp: *const u8, sl: u32, op: *const u8, ol: u32, bp: *const u8, bl: u32) -> u64 {
+        leak(unsafe { validate_buffer(input(sp, sl), input(op, ol), input(bp, bl)) })
+    }
+
+    /// # Safety
+    /// Every (pointer, length) pair must come from `og_alloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_prepare(sp: *const u8, sl: u32, op: *const u8, ol: u32, bp: *const u8, bl: u32) -> u64 {
+        leak(unsafe { prepare_buffer(input(sp, sl), input(op, ol), input(bp, bl)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &[u8] = b"node P { name: String @key }";
+
+    #[test]
+    fn validate_buffer_carries_the_report() {
+        let out = validate_buffer(SCHEMA, b"", b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\n");
+        assert_eq!(out[0], Status::Report as u8);
+        assert!(out[1..].starts_with(b"{\"ok\":true"));
+    }
+
+    #[test]
+    fn prepare_buffer_round_trips() {
+        let batch = b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\n";
+        let decoded = decode_prepare(&prepare_buffer(SCHEMA, b"{}", batch)).unwrap();
+        let schema = Schema::compile("node P { name: String @key }").unwrap();
+        let (report, rows) = prepare_rows(&schema, &Options::default(), batch).unwrap();
+        assert_eq!(decoded, PrepareOutcome::Accepted { report_json: report.to_json(), rows: rows.clone() });
+        #[cfg(feature = "arrow")]
+        assert_eq!(
+            crate::tables_from_rows(&schema, &rows).unwrap(),
+            crate::prepare(&schema, &Options::default(), batch).unwrap().tables
+        );
+        assert!(matches!(decode_prepare(&prepare_buffer(SCHEMA, b"", b"{}\n")), Ok(PrepareOutcome::Rejected { .. })));
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        assert!(matches!(decode_prepare(&prepare_buffer(b"node", b"", b"")), Ok(PrepareOutcome::SchemaError(e)) if e.contains("\"line\":1")));
+        assert!(matches!(decode_prepare(&prepare_buffer(SCHEMA, b"{\"mode\":\"x\"}", b"")), Ok(PrepareOutcome::OptionsError(_))));
+        assert_eq!(decode_prepare(&[]), Err(MalformedBuffer("empty")));
+        assert_eq!(decode_prepare(&[b'1', 9, 0, 0, 0]), Err(MalformedBuffer("truncated")));
+    }
+}
