@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what this project needs on a fresh machine of its kind, idempotently:
-# the pinned Rust toolchain's wasm32 target. Later components add their tools here.
+# the pinned toolchain's wasm32 target, Debian's Chromium (browser tests) and
+# the web/ node packages. scripts/build-wasm.sh adds wasm-bindgen and wasm-pack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,4 +10,18 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 rustup target list --installed | grep -qx wasm32-unknown-unknown || { echo "setup: missing wasm32 target" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "setup: python3 is required (corpus generator check)" >&2; exit 1; }
+
+for tool in python3 node npm; do
+  command -v "$tool" >/dev/null || { echo "setup: $tool is required" >&2; exit 1; }
+done
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
+
+if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+  echo "setup: installing web/ node packages"
+  (cd web && npm ci --no-audit --no-fund --silent)
+fi

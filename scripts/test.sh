@@ -15,8 +15,19 @@ if [ -n "$(git status --porcelain -- tests/vectors 2>/dev/null)" ]; then
   exit 1
 fi
 
-echo "== validator builds for wasm32-unknown-unknown"
-cargo build --locked -p omnigraph-validate-wasm --target wasm32-unknown-unknown --release
+echo "== the validator artifact rebuilds to the committed bytes"
+scripts/build-wasm.sh
+if [ -n "$(git status --porcelain -- web/pkg 2>/dev/null)" ]; then
+  git status --short -- web/pkg
+  if [ "${CI:-}" = "true" ]; then
+    echo "web/pkg differs from a fresh build: commit the output of scripts/build-wasm.sh" >&2
+    exit 1
+  fi
+  echo "warning: web/pkg changed; commit it with the source change that caused it" >&2
+fi
 
-echo "== cargo test (workspace)"
+echo "== cargo test (workspace: native rule book, wasmtime runner and parity)"
 cargo test --locked --workspace
+
+echo "== node and chromium parity (node --test)"
+(cd web && node --test test/*.test.mjs)

@@ -1,0 +1,283 @@
+//! The host's validator: the exact `.wasm` file the npm package ships,
+//! embedded at build time, compiled once per process and run in wasmtime on
+//! every batch. The host never trusts a client's verdict.
+//!
+//! Each batch gets a fresh instance from a pre-instantiated template (pooling
+//! allocator: tens of microseconds), a memory cap and an epoch deadline. A
+//! trap becomes a typed error; the next batch starts from a clean instance.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
+use omnigraph_validate_wasm::{PreparedTable, Schema, tables_from_rows};
+use sha2::{Digest, Sha256};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap,
+};
+
+/// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
+/// `scripts/build-wasm.sh` and shipped in the npm package.
+pub const ARTIFACT: &[u8] = include_bytes!("../../../web/pkg/web/validate_bg.wasm");
+
+/// How often the epoch ticks; deadlines are whole ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+const WASM_PAGE: u64 = 64 * 1024;
+
+/// Bounds of the runner. Defaults fit the default batch bounds (32 MiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerConfig {
+    /// Linear memory one instance may use. Validation needs a few times the
+    /// batch size (see docs/performance.md).
+    pub memory_limit: u64,
+    /// Wall-clock budget of one call.
+    pub deadline: Duration,
+    /// Instances that may run at once (pooling slots).
+    pub max_instances: u32,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig { memory_limit: 1 << 30, deadline: Duration::from_secs(30), max_instances: 16 }
+    }
+}
+
+/// What can go wrong running the artifact (never a verdict on the batch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidatorError {
+    /// The engine or module could not be set up.
+    Setup(String),
+    /// Schema plus batch cannot fit the instance's memory cap.
+    InputTooLarge { bytes: u64, limit: u64 },
+    /// The call ran past its deadline.
+    Timeout { deadline: Duration },
+    /// The guest ran out of memory under its cap.
+    MemoryLimit { limit: u64 },
+    /// Any other trap (a bug in the validator).
+    Trap(String),
+    /// No pooling slot was free.
+    Busy,
+    /// The module answered outside the ABI.
+    Abi(String),
+}
+
+impl std::fmt::Display for ValidatorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValidatorError::Setup(e) => write!(f, "validator setup failed: {e}"),
+            ValidatorError::InputTooLarge { bytes, limit } => {
+                write!(f, "input of {bytes} bytes does not fit the validator's memory limit of {limit} bytes")
+            }
+            ValidatorError::Timeout { deadline } => write!(f, "validation exceeded its deadline of {deadline:?}"),
+            ValidatorError::MemoryLimit { limit } => write!(f, "validation exceeded its memory limit of {limit} bytes"),
+            ValidatorError::Trap(e) => write!(f, "the validator trapped: {e}"),
+            ValidatorError::Busy => write!(f, "no validator instance is free"),
+            ValidatorError::Abi(e) => write!(f, "the validator broke its ABI: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ValidatorError {}
+
+/// The result of `validate`: the report, or why the inputs were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidateOutcome {
+    /// The report JSON (SPEC §3), byte for byte as every runtime gives it.
+    Report(String),
+    SchemaError(String),
+    OptionsError(String),
+}
+
+/// The result of `prepare`: Arrow per touched table for an accepted batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareResult {
+    Accepted { report_json: String, tables: Vec<PreparedTable> },
+    Rejected { report_json: String },
+    SchemaError(String),
+    OptionsError(String),
+}
+
+/// Ticks the engine's epoch until dropped.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub struct Validator {
+    engine: Engine,
+    pre: InstancePre<()>,
+    sha256: String,
+    config: RunnerConfig,
+    _ticker: Ticker,
+}
+
+impl Validator {
+    /// Compiles the embedded artifact (once per process: ~0.1 s).
+    pub fn new(config: RunnerConfig) -> Result<Validator, ValidatorError> {
+        Self::from_bytes(ARTIFACT, config)
+    }
+
+    pub fn from_bytes(wasm: &[u8], config: RunnerConfig) -> Result<Validator, ValidatorError> {
+        let setup = |e: wasmtime::Error| ValidatorError::Setup(format!("{e:#}"));
+        let mut pooling = PoolingAllocationConfig::default();
+        pooling
+            .total_core_instances(config.max_instances)
+            .total_memories(config.max_instances)
+            .total_tables(config.max_instances * 2)
+            .total_gc_heaps(config.max_instances)
+            .max_tables_per_module(2)
+            .max_memory_size(config.memory_limit as usize);
+        let mut wasm_config = Config::new();
+        wasm_config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        let engine = Engine::new(&wasm_config).map_err(setup)?;
+        let module = Module::new(&engine, wasm).map_err(setup)?;
+        let mut linker: Linker<()> = Linker::new(&engine);
+        // wasm-bindgen's JS glue imports are never called through the plain ABI.
+        linker.define_unknown_imports_as_traps(&module).map_err(setup)?;
+        let pre = linker.instantiate_pre(&module).map_err(setup)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.weak();
+        let ticker_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("validator-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match ticker_engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| ValidatorError::Setup(format!("epoch thread: {e}")))?;
+        let sha256 = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Validator { engine, pre, sha256, config, _ticker: Ticker { stop, thread: Some(thread) } })
+    }
+
+    /// Hex SHA-256 of the artifact this validator runs (for `/rules`).
+    pub fn artifact_sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    pub fn abi_version(&self) -> Result<u32, ValidatorError> {
+        let mut store = self.store();
+        let instance = self.instantiate(&mut store)?;
+        let f = instance
+            .get_typed_func::<(), u32>(&mut store, "og_abi_version")
+            .map_err(|e| ValidatorError::Abi(e.to_string()))?;
+        f.call(&mut store, ()).map_err(|e| self.classify(e, &mut store, &instance))
+    }
+
+    /// Validates a batch: the report, as every runtime produces it.
+    pub fn validate(&self, schema: &str, options: &[u8], batch: &[u8]) -> Result<ValidateOutcome, ValidatorError> {
+        let out = self.call("og_validate", schema.as_bytes(), options, batch)?;
+        let (&status, body) = out.split_first().ok_or_else(|| ValidatorError::Abi("empty result".into()))?;
+        let text = String::from_utf8(body.to_vec()).map_err(|_| ValidatorError::Abi("result is not UTF-8".into()))?;
+        match Status::from_byte(status) {
+            Some(Status::Report) => Ok(ValidateOutcome::Report(text)),
+            Some(Status::SchemaError) => Ok(ValidateOutcome::SchemaError(text)),
+            Some(Status::OptionsError) => Ok(ValidateOutcome::OptionsError(text)),
+            _ => Err(ValidatorError::Abi(format!("unexpected status byte {status}"))),
+        }
+    }
+
+    /// Validates a batch in the artifact and, if it is accepted, turns the
+    /// canonical rows it returns into Arrow IPC per table (natively: the
+    /// artifact carries no Arrow code).
+    pub fn prepare(&self, schema: &str, options: &[u8], batch: &[u8]) -> Result<PrepareResult, ValidatorError> {
+        let out = self.call("og_prepare", schema.as_bytes(), options, batch)?;
+        let abi_error = |e: abi::MalformedBuffer| ValidatorError::Abi(e.to_string());
+        Ok(match abi::decode_prepare(&out).map_err(abi_error)? {
+            PrepareOutcome::Accepted { report_json, rows } => {
+                // The artifact compiled this schema already; natively it cannot fail.
+                let compiled = Schema::compile(schema).map_err(|e| ValidatorError::Abi(format!("schema: {e}")))?;
+                PrepareResult::Accepted { report_json, tables: tables_from_rows(&compiled, &rows).map_err(abi_error)? }
+            }
+            PrepareOutcome::Rejected { report_json } => PrepareResult::Rejected { report_json },
+            PrepareOutcome::SchemaError(e) => PrepareResult::SchemaError(e),
+            PrepareOutcome::OptionsError(e) => PrepareResult::OptionsError(e),
+        })
+    }
+
+    fn store(&self) -> Store<()> {
+        let mut store = Store::new(&self.engine, ());
+        let ticks = self.config.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
+        store.set_epoch_deadline(ticks);
+        store
+    }
+
+    fn instantiate(&self, store: &mut Store<()>) -> Result<wasmtime::Instance, ValidatorError> {
+        self.pre.instantiate(&mut *store).map_err(|e| {
+            let text = format!("{e:#}");
+            if text.contains("maximum concurrent") || text.contains("pooling") {
+                ValidatorError::Busy
+            } else {
+                ValidatorError::Setup(text)
+            }
+        })
+    }
+
+    /// One call on a fresh instance; the store (and with it any state a trap
+    /// may have left half-updated) is dropped afterwards.
+    fn call(&self, export: &str, schema: &[u8], options: &[u8], batch: &[u8]) -> Result<Vec<u8>, ValidatorError> {
+        let input = (schema.len() + options.len() + batch.len()) as u64;
+        // The guest needs the inputs plus working memory: refuse early rather
+        // than trap half-way (a guest allocation failure is a trap).
+        if input.saturating_mul(2) > self.config.memory_limit {
+            return Err(ValidatorError::InputTooLarge { bytes: input, limit: self.config.memory_limit });
+        }
+        let mut store = self.store();
+        let instance = self.instantiate(&mut store)?;
+        let abi = |e: wasmtime::Error| ValidatorError::Abi(e.to_string());
+        let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| ValidatorError::Abi("no memory export".into()))?;
+        let alloc = instance.get_typed_func::<u32, u32>(&mut store, "og_alloc").map_err(abi)?;
+        let run = instance.get_typed_func::<(u32, u32, u32, u32, u32, u32), u64>(&mut store, export).map_err(abi)?;
+        let put = |store: &mut Store<()>, bytes: &[u8]| -> Result<(u32, u32), ValidatorError> {
+            let len = u32::try_from(bytes.len()).map_err(|_| ValidatorError::InputTooLarge {
+                bytes: bytes.len() as u64,
+                limit: self.config.memory_limit,
+            })?;
+            let ptr = alloc.call(&mut *store, len).map_err(|e| self.classify(e, store, &instance))?;
+            memory.write(&mut *store, ptr as usize, bytes).map_err(|e| ValidatorError::Abi(e.to_string()))?;
+            Ok((ptr, len))
+        };
+        let (sp, sl) = put(&mut store, schema)?;
+        let (op, ol) = put(&mut store, options)?;
+        let (bp, bl) = put(&mut store, batch)?;
+        let packed = run.call(&mut store, (sp, sl, op, ol, bp, bl)).map_err(|e| self.classify(e, &mut store, &instance))?;
+        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        memory
+            .data(&store)
+            .get(ptr..ptr + len)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| ValidatorError::Abi("result buffer outside memory".into()))
+    }
+
+    fn classify(&self, e: wasmtime::Error, store: &mut Store<()>, instance: &wasmtime::Instance) -> ValidatorError {
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => ValidatorError::Timeout { deadline: self.config.deadline },
+            Some(Trap::UnreachableCodeReached) => {
+                // Rust aborts with `unreachable` when an allocation fails:
+                // near the cap, that is the memory limit.
+                let used = instance.get_memory(&mut *store, "memory").map_or(0, |m| m.size(&*store) * WASM_PAGE);
+                if used + 64 * WASM_PAGE >= self.config.memory_limit {
+                    ValidatorError::MemoryLimit { limit: self.config.memory_limit }
+                } else {
+                    ValidatorError::Trap(format!("{e:#}"))
+                }
+            }
+            _ => ValidatorError::Trap(format!("{e:#}")),
+        }
+    }
+}

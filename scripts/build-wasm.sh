@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the validator artifact: the crate for wasm32-unknown-unknown
+# (without the `arrow` feature: hosts build Arrow natively), run
+# through wasm-bindgen by wasm-pack into the npm package @omnigraph/validate
+# (web/pkg/web and web/pkg/nodejs). Both targets ship the same .wasm bytes;
+# the host embeds that file. Installs what is missing, idempotently, and
+# prints the artifact's SHA-256.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
+scripts/setup.sh
+
+# wasm-bindgen-cli must be exactly the version in Cargo.lock; it is installed
+# without --locked (its own lockfile pins crates this registry may lack).
+WBG_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WBG_VERSION" ]; then
+  echo "build-wasm: installing wasm-bindgen-cli $WBG_VERSION"
+  cargo install wasm-bindgen-cli --version "$WBG_VERSION" --force
+fi
+if ! command -v wasm-pack >/dev/null; then
+  echo "build-wasm: installing wasm-pack"
+  cargo install wasm-pack --locked
+fi
+
+# Identical bytes on every machine: no absolute paths in the module. The
+# linker drops the name section (debug info); the profile `wasm` adds LTO.
+CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
+export RUSTFLAGS="--remap-path-prefix=$CARGO_HOME_DIR=cargo-home --remap-path-prefix=$ROOT=omnigraph --remap-path-prefix=$CARGO_TARGET_DIR=target -C link-arg=--strip-debug"
+
+VERSION=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+for target in web nodejs; do
+  wasm-pack --quiet build crates/omnigraph-validate-wasm --profile wasm --mode no-install \
+    --target "$target" --out-dir "$ROOT/web/pkg/$target" --out-name validate --no-pack \
+    -- --locked --no-default-features >/dev/null
+  # Publish as @omnigraph/validate; keep the package in git (wasm-pack ignores it).
+  python3 - "$ROOT/web/pkg/$target" "$VERSION" <<'PY'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+(out / ".gitignore").unlink(missing_ok=True)
+(out / "README.md").unlink(missing_ok=True)
+pkg = {
+    "name": "@omnigraph/validate",
+    "version": sys.argv[2],
+    "description": "OmniGraph ingest validator: schema language, strict NDJSON parser, batch validator (wasm)",
+    "license": "Apache-2.0",
+    "files": sorted(p.name for p in out.iterdir() if p.name != "package.json"),
+    "types": "validate.d.ts",
+}
+pkg["module" if out.name == "web" else "main"] = "validate.js"
+if out.name == "web":
+    pkg["type"] = "module"
+(out / "package.json").write_text(json.dumps(pkg, indent=2) + "\n")
+PY
+done
+
+# wasm-bindgen writes a name section (function names for stack traces);
+# drop it: ~130 KB the download does not need.
+python3 scripts/strip-wasm-names.py web/pkg/web/validate_bg.wasm web/pkg/nodejs/validate_bg.wasm
+
+if ! cmp -s web/pkg/web/validate_bg.wasm web/pkg/nodejs/validate_bg.wasm; then
+  echo "build-wasm: the web and nodejs targets produced different .wasm bytes" >&2
+  exit 1
+fi
+SHA=$(sha256sum web/pkg/web/validate_bg.wasm | awk '{print $1}')
+echo "$SHA" > web/pkg/validate_bg.wasm.sha256
+echo "artifact web/pkg/web/validate_bg.wasm: $(stat -c %s web/pkg/web/validate_bg.wasm) bytes, sha256 $SHA"

@@ -1,0 +1,35 @@
+// A static file server on 127.0.0.1 for browser tests: the repository's
+// web/, tests/vectors/ and tests/bench/ trees, plus /cases.json (the corpus case names).
+import { createServer } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ROOT, caseNames } from './corpus.mjs';
+
+const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html',
+  '.json': 'application/json', '.css': 'text/css', '.pg': 'text/plain; charset=utf-8', '.ndjson': 'application/x-ndjson' };
+const SERVED = ['/web/', '/tests/vectors/', '/tests/bench/'];
+
+export async function serve() {
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://127.0.0.1');
+    if (url.pathname === '/cases.json') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(caseNames()));
+      return;
+    }
+    const file = path.normalize(path.join(ROOT, decodeURIComponent(url.pathname)));
+    if (!SERVED.some((p) => url.pathname.startsWith(p)) || !file.startsWith(ROOT + path.sep)) {
+      res.writeHead(404).end();
+      return;
+    }
+    try {
+      const body = await readFile(file);
+      res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, origin: `http://127.0.0.1:${server.address().port}` };
+}
