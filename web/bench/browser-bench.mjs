@@ -8,13 +8,7 @@ import { serve } from '../test/serve.mjs';
 const [batchPath, optionsPath] = process.argv.slice(2);
 const batch = readFileSync(batchPath);
 const options = readFileSync(optionsPath, 'utf8');
-const http = await serve();
-http.server.prependListener('request', (req, res) => {
-  if (req.url === '/bench-batch') {
-    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-    res.end(batch);
-  }
-});
+const http = await serve({ '/bench-batch': ['application/x-ndjson', batch] });
 const browser = await launch();
 try {
   const page = await browser.context.newPage();

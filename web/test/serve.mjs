@@ -9,9 +9,16 @@ const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': '
   '.json': 'application/json', '.css': 'text/css', '.pg': 'text/plain; charset=utf-8', '.ndjson': 'application/x-ndjson' };
 const SERVED = ['/web/', '/tests/vectors/', '/tests/bench/'];
 
-export async function serve() {
+/** `extra` maps a path to [content type, body] for callers' own routes. */
+export async function serve(extra = {}) {
   const server = createServer(async (req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1');
+    if (Object.hasOwn(extra, url.pathname)) {
+      const [type, body] = extra[url.pathname];
+      res.writeHead(200, { 'content-type': type });
+      res.end(body);
+      return;
+    }
     if (url.pathname === '/cases.json') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(caseNames()));

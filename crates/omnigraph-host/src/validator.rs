@@ -36,11 +36,13 @@ pub struct RunnerConfig {
     pub deadline: Duration,
     /// Instances that may run at once (pooling slots).
     pub max_instances: u32,
+    /// Memory each pooling slot keeps mapped between batches.
+    pub keep_resident: u64,
 }
 
 impl Default for RunnerConfig {
     fn default() -> Self {
-        RunnerConfig { memory_limit: 1 << 30, deadline: Duration::from_secs(30), max_instances: 16 }
+        RunnerConfig { memory_limit: 1 << 30, deadline: Duration::from_secs(30), max_instances: 16, keep_resident: 64 << 20 }
     }
 }
 
@@ -137,7 +139,10 @@ impl Validator {
             .total_tables(config.max_instances * 2)
             .total_gc_heaps(config.max_instances)
             .max_tables_per_module(2)
-            .max_memory_size(config.memory_limit as usize);
+            .max_memory_size(config.memory_limit as usize)
+            // Reused slots keep this much memory mapped (zeroed with memset),
+            // so a batch does not pay page faults for every page it touches.
+            .linear_memory_keep_resident(config.keep_resident as usize);
         let mut wasm_config = Config::new();
         wasm_config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&wasm_config).map_err(setup)?;

@@ -148,7 +148,8 @@ const ERRORS: &[(&str, u32, u32, &str)] = &[
     ("node P { a: String @check(a, \"(\") }", 1, 20, "invalid regex"),
     ("node P { a: String @check(a) }", 1, 20, "@check takes a property and a regex"),
     // Unicode property classes are left out of the artifact (docs/rulebook.md).
-    ("node P { a: String @check(a, \"\\\\p{Greek}\") }", 1, 20, "invalid regex"),
+    ("node P { a: String @check(a, \"\\\\p{Greek}\") }", 1, 20, "Unicode property classes"),
+    ("node P { a: String @check(a, \"[\\\\pL0-9]\") }", 1, 20, "Unicode property classes"),
     ("node P { a: String @unique(b) }", 1, 20, "@unique names 'b'"),
     ("node P { a: String @unique(src) }", 1, 20, "@unique names 'src'"),
     ("node P { a: [String] @unique(a) }", 1, 22, "unique members must be scalars"),

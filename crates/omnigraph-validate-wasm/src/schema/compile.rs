@@ -603,6 +603,10 @@ fn build_type(cx: &mut Ctx, d: &Decl, props: Vec<Prop>, cons: Constraints) -> (T
             cx.err(span, format!("@check needs a String property; '{name}' is {}", props[i].ty.canonical()));
             continue;
         }
+        if uses_unicode_property_class(&pattern) {
+            cx.err(span, format!("@check({name}, …): Unicode property classes (\\p{{…}}) are not supported; use explicit character ranges"));
+            continue;
+        }
         match RegexBuilder::new(&pattern).size_limit(MAX_REGEX_COMPILED_BYTES).build() {
             Ok(regex) => {
                 cat_checks.push(CatalogCheck { property: name, pattern });
@@ -656,6 +660,29 @@ fn build_type(cx: &mut Ctx, d: &Decl, props: Vec<Prop>, cons: Constraints) -> (T
         to: None,
     };
     (def, cat)
+}
+
+/// True if the pattern names a Unicode property class (`\p{…}`, `\P{…}`).
+/// Decided on the syntax tree, so it does not depend on which Unicode tables
+/// a build happens to link (the artifact links none).
+fn uses_unicode_property_class(pattern: &str) -> bool {
+    use regex_syntax::ast::{Ast, ClassSetItem, Visitor, parse::Parser, visit};
+    struct Finder;
+    impl Visitor for Finder {
+        type Output = ();
+        type Err = ();
+        fn finish(self) -> Result<(), ()> {
+            Ok(())
+        }
+        fn visit_pre(&mut self, ast: &Ast) -> Result<(), ()> {
+            if matches!(ast, Ast::ClassUnicode(_)) { Err(()) } else { Ok(()) }
+        }
+        fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+            if matches!(item, ClassSetItem::Unicode(_)) { Err(()) } else { Ok(()) }
+        }
+    }
+    // A pattern that does not parse is reported by the regex builder.
+    Parser::new().parse(pattern).is_ok_and(|ast| visit(&ast, Finder).is_err())
 }
 
 /// A range bound typed like the property, with its canonical text.
