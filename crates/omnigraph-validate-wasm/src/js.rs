@@ -94,13 +94,15 @@ pub fn validate(schema: &str, bytes: &[u8], options: Option<String>) -> Result<S
     compiled.validate(bytes, options).map_err(JsValue::from)
 }
 
-/// The validator's version and ABI version: what a client reports to prove
-/// it validates with the host's rules (with the artifact's SHA-256).
+/// `{validator_version, abi_version}`: what a client reports to prove it
+/// validates with the host's rules (with the artifact's SHA-256).
 #[wasm_bindgen]
-pub fn rules() -> String {
-    format!(
+pub fn rules() -> JsValue {
+    let json = format!(
         "{{\"validator_version\":\"{}\",\"abi_version\":{}}}",
         crate::VALIDATOR_VERSION,
         crate::abi::ABI_VERSION
-    )
+    );
+    // Not `expect`: formatting a JsValue would add an import to the module.
+    js_sys::JSON::parse(&json).unwrap_or(JsValue::UNDEFINED)
 }

@@ -59,10 +59,10 @@ export class SchemaCompileError {
 export function compileSchema(source: string): CompiledSchema;
 
 /**
- * The validator's version and ABI version: what a client reports to prove
- * it validates with the host's rules (with the artifact's SHA-256).
+ * `{validator_version, abi_version}`: what a client reports to prove it
+ * validates with the host's rules (with the artifact's SHA-256).
  */
-export function rules(): string;
+export function rules(): any;
 
 /**
  * One-shot: compile `schema` and validate `bytes`; returns the report JSON.

@@ -206,21 +206,13 @@ function compileSchema(source) {
 exports.compileSchema = compileSchema;
 
 /**
- * The validator's version and ABI version: what a client reports to prove
- * it validates with the host's rules (with the artifact's SHA-256).
- * @returns {string}
+ * `{validator_version, abi_version}`: what a client reports to prove it
+ * validates with the host's rules (with the artifact's SHA-256).
+ * @returns {any}
  */
 function rules() {
-    let deferred1_0;
-    let deferred1_1;
-    try {
-        const ret = wasm.rules();
-        deferred1_0 = ret[0];
-        deferred1_1 = ret[1];
-        return getStringFromWasm0(ret[0], ret[1]);
-    } finally {
-        wasm.__wbindgen_free(deferred1_0, deferred1_1, 1);
-    }
+    const ret = wasm.rules();
+    return ret;
 }
 exports.rules = rules;
 

@@ -59,10 +59,10 @@ export class SchemaCompileError {
 export function compileSchema(source: string): CompiledSchema;
 
 /**
- * The validator's version and ABI version: what a client reports to prove
- * it validates with the host's rules (with the artifact's SHA-256).
+ * `{validator_version, abi_version}`: what a client reports to prove it
+ * validates with the host's rules (with the artifact's SHA-256).
  */
-export function rules(): string;
+export function rules(): any;
 
 /**
  * One-shot: compile `schema` and validate `bytes`; returns the report JSON.
@@ -85,7 +85,7 @@ export interface InitOutput {
     readonly og_free: (a: number, b: number) => void;
     readonly og_prepare: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
     readonly og_validate: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
-    readonly rules: () => [number, number];
+    readonly rules: () => any;
     readonly schemacompileerror_column: (a: number) => number;
     readonly schemacompileerror_errorsJson: (a: number) => [number, number];
     readonly schemacompileerror_line: (a: number) => number;
