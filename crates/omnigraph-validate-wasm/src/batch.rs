@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use crate::options::{Mode, Options};
 use crate::record::{RecordCtx, Row, parse_record};
 use crate::report::{
-    End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableKind, TableStat, echo,
+    End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableStat, echo,
 };
 use crate::schema::{Schema, UniqueMember};
 use crate::strmap::StrMap;
@@ -389,7 +389,7 @@ fn fold_duplicates<'a>(
                     sink.push(at_row(row), ErrorCode::DuplicateId, "/id", || {
                         format!(
                             "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
-                            kind_word(def.kind),
+                            def.kind.word(),
                             def.name,
                             echo(id),
                             mode.as_str()
@@ -411,12 +411,6 @@ fn at_row(row: &Row<'_>) -> Position {
     Position { line: row.line, offset: row.offset, column: 0 }
 }
 
-fn kind_word(kind: TableKind) -> &'static str {
-    match kind {
-        TableKind::Node => "node",
-        TableKind::Edge => "edge",
-    }
-}
 
 fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
     let limits = &options.limits;
@@ -431,7 +425,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 format!(
                     "line {}: {} {} has {} rows in this batch; the limit is {} per table: split the batch",
                     row.line,
-                    kind_word(def.kind),
+                    def.kind.word(),
                     def.name,
                     rows.len(),
                     limits.max_table_rows
@@ -454,7 +448,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 format!(
                     "line {}: {} {} needs {total} Arrow bytes; the limit is {} per table: split the batch",
                     row.line,
-                    kind_word(def.kind),
+                    def.kind.word(),
                     def.name,
                     limits.max_table_bytes
                 ),
@@ -508,7 +502,7 @@ fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) 
                     sink.push(at_row(row), ErrorCode::UniqueViolation, &path, || {
                         format!(
                             "line {line}: {} {} @unique({}) value {} is already used on line {earlier}",
-                            kind_word(def.kind),
+                            def.kind.word(),
                             def.name,
                             names.join(", "),
                             echo(&tuple)

@@ -79,12 +79,6 @@ struct Envelope<'a> {
     data_parsed_as: Option<usize>,
 }
 
-fn kind_word(kind: TableKind) -> &'static str {
-    match kind {
-        TableKind::Node => "node",
-        TableKind::Edge => "edge",
-    }
-}
 
 /// Parses one record at the cursor. `Ok(None)`: the record had errors (all
 /// reported). `Err`: the JSON could not be parsed; the caller reports it.
@@ -286,12 +280,12 @@ fn report_unknown_type(cx: &mut RecordCtx, name: &str, at: usize, kind: TableKin
     let message = if let Some(other) = schema.type_index(name) {
         let other = &schema.types[other];
         let right = if other.kind == TableKind::Node { "type" } else { "edge" };
-        format!("{} is a {} type; write it as \"{right}\": {}", echo(name), kind_word(other.kind), echo(name))
+        format!("{} is a {} type; write it as \"{right}\": {}", echo(name), other.kind.word(), echo(name))
     } else if schema.is_interface(name) {
         format!("{} is an interface; interfaces are never stored, name a node type that implements it", echo(name))
     } else {
         let candidates = schema.types.iter().filter(|t| t.kind == kind).map(|t| t.name.as_str());
-        format!("unknown {} type {}{}", kind_word(kind), echo(name), hint(name, candidates))
+        format!("unknown {} type {}{}", kind.word(), echo(name), hint(name, candidates))
     };
     cx.emit(at, ErrorCode::UnknownType, &path, || message);
 }
@@ -307,7 +301,7 @@ fn report_missing(cx: &mut RecordCtx, def: &TypeDef, present: impl Fn(usize) -> 
     for (i, p) in def.props.iter().enumerate() {
         if !present(i) && !p.nullable {
             cx.emit(pos, ErrorCode::NullNotAllowed, &member_path("/data", &p.name), || {
-                format!("{} {} requires property '{}' ({}); it is missing", kind_word(def.kind), def.name, p.name, p.ty.canonical())
+                format!("{} {} requires property '{}' ({}); it is missing", def.kind.word(), def.name, p.name, p.ty.canonical())
             });
         }
     }
@@ -388,7 +382,7 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, value
         match decoded {
             Ok(Val::Null) if !prop.nullable => {
                 cx.emit(vpos, ErrorCode::NullNotAllowed, &member_path("/data", &prop.name), || {
-                    format!("{} {} property '{}' ({}) cannot be null", kind_word(def.kind), def.name, prop.name, prop.ty.canonical())
+                    format!("{} {} property '{}' ({}) cannot be null", def.kind.word(), def.name, prop.name, prop.ty.canonical())
                 });
             }
             Ok(v) => {
@@ -398,7 +392,7 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, value
             Err(e) => {
                 let full = format!("{}{}", member_path("/data", &prop.name), e.path);
                 cx.emit(e.pos, e.code, &full, || {
-                    format!("{} {} property '{}': {}", kind_word(def.kind), def.name, prop.name, e.message)
+                    format!("{} {} property '{}': {}", def.kind.word(), def.name, prop.name, e.message)
                 });
             }
         }
@@ -408,7 +402,7 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, value
 }
 
 fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usize, path: &str) {
-    let kind = kind_word(def.kind);
+    let kind = def.kind.word();
     if key == "id" {
         cx.emit(at, ErrorCode::UnknownField, path, || {
             format!("{kind} {} has no property 'id'; a record's identity goes in the top-level \"id\"", def.name)
@@ -433,7 +427,7 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
             cx.emit(pos, ErrorCode::RangeViolation, &member_path("/data", &def.props[i].name), || {
                 format!(
                     "{} {} property '{}' is {shown}, outside @range({}, {})",
-                    kind_word(def.kind),
+                    def.kind.word(),
                     def.name,
                     def.props[i].name,
                     def.props[i].name,
@@ -448,7 +442,7 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
                 cx.emit(pos, ErrorCode::CheckViolation, &member_path("/data", &def.props[i].name), || {
                     format!(
                         "{} {} property '{}' = {} does not match @check pattern {:?}",
-                        kind_word(def.kind),
+                        def.kind.word(),
                         def.name,
                         def.props[i].name,
                         echo(s),

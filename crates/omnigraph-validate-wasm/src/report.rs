@@ -276,6 +276,16 @@ pub enum TableKind {
     Edge,
 }
 
+impl TableKind {
+    /// `node` or `edge`, as messages and the envelope say it.
+    pub fn word(self) -> &'static str {
+        match self {
+            TableKind::Node => "node",
+            TableKind::Edge => "edge",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TableStat {
     pub kind: TableKind,
