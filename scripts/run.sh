@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Sets up and runs the main job available today: validate a batch against a
-# schema with the rule book and print the report (SPEC §3). Defaults to the
-# shipped sample graph. Usage: scripts/run.sh [SCHEMA.pg BATCH.ndjson [OPTIONS.json]]
+# Sets up and runs the main job available today: validate a batch the way the
+# host will, with the validator artifact (built by scripts/build-wasm.sh) in
+# wasmtime, and print the report (SPEC §3). Defaults to the shipped sample
+# graph. Usage: scripts/run.sh [SCHEMA.pg BATCH.ndjson [OPTIONS.json]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
-scripts/setup.sh
+scripts/build-wasm.sh >&2
 if [ $# -eq 0 ]; then
   set -- samples/people.pg samples/people.ndjson
 fi
-cargo run --locked --quiet --release -p omnigraph-validate-wasm --example validate -- "$@"
+cargo run --locked --quiet --release -p omnigraph-host --example validate -- "$@"
