@@ -79,38 +79,26 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A fixed-width value: its tag, then its little-endian bytes.
+fn put_tagged(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(bytes);
+}
+
 fn put_value(out: &mut Vec<u8>, v: &Val<'_>) {
     match v {
         Val::Null => out.push(tag::NULL),
         Val::Bool(b) => out.extend_from_slice(&[tag::BOOL, *b as u8]),
-        Val::Int(i) => {
-            out.push(tag::INT);
-            out.extend_from_slice(&i.to_le_bytes());
-        }
-        Val::UInt(u) => {
-            out.push(tag::UINT);
-            out.extend_from_slice(&u.to_le_bytes());
-        }
-        Val::F32(f) => {
-            out.push(tag::F32);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Val::F64(f) => {
-            out.push(tag::F64);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
+        Val::Int(i) => put_tagged(out, tag::INT, &i.to_le_bytes()),
+        Val::UInt(u) => put_tagged(out, tag::UINT, &u.to_le_bytes()),
+        Val::F32(f) => put_tagged(out, tag::F32, &f.to_le_bytes()),
+        Val::F64(f) => put_tagged(out, tag::F64, &f.to_le_bytes()),
         Val::Str(s) => {
             out.push(tag::STR);
             put_bytes(out, s.as_bytes());
         }
-        Val::Date(d) => {
-            out.push(tag::DATE);
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        Val::Timestamp(t) => {
-            out.push(tag::TIMESTAMP);
-            out.extend_from_slice(&t.to_le_bytes());
-        }
+        Val::Date(d) => put_tagged(out, tag::DATE, &d.to_le_bytes()),
+        Val::Timestamp(t) => put_tagged(out, tag::TIMESTAMP, &t.to_le_bytes()),
         Val::Blob(b) => {
             out.push(tag::BLOB);
             put_bytes(out, b);
