@@ -10,4 +10,5 @@ scripts/build-wasm.sh >&2
 if [ $# -eq 0 ]; then
   set -- samples/people.pg samples/people.ndjson
 fi
-cargo run --locked --quiet --release -p omnigraph-host --example validate -- "$@"
+# The dev profile shares the test build (dependencies are optimised there too).
+cargo run --locked --quiet -p omnigraph-host --example validate -- "$@"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what this project needs on a fresh machine of its kind, idempotently:
-# the pinned toolchain's wasm32 target, Debian's Chromium (browser tests) and
-# the web/ node packages. scripts/build-wasm.sh adds wasm-bindgen and wasm-pack.
+# the pinned toolchain's wasm32 target, protoc (Lance's build), Debian's
+# Chromium (browser tests), the web/ node packages and a Python venv with
+# pylance (the external-reader test). scripts/build-wasm.sh adds wasm-bindgen
+# and wasm-pack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,10 +17,27 @@ for tool in python3 node npm; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is required" >&2; exit 1; }
 done
 
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$@" >/dev/null; }
+}
+
+if ! command -v protoc >/dev/null; then
+  echo "setup: installing protoc (protobuf-compiler) for Lance's build"
+  apt_install protobuf-compiler
+fi
+
+PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
+PYLANCE_VERSION=14.0.2  # the Lance release the host links
+if ! "$PYVENV/bin/python" -c "import lance, sys; sys.exit(lance.__version__ != '$PYLANCE_VERSION')" 2>/dev/null; then
+  echo "setup: installing pylance $PYLANCE_VERSION into $PYVENV"
+  python3 -m venv "$PYVENV"
+  "$PYVENV/bin/pip" install -q "pylance==$PYLANCE_VERSION"
+fi
+
 if [ ! -x /usr/bin/chromium ]; then
   echo "setup: installing Debian's chromium"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+  apt_install chromium
 fi
 
 if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then

@@ -26,8 +26,20 @@ if [ -n "$(git status --porcelain -- web/pkg 2>/dev/null)" ]; then
   echo "warning: web/pkg changed; commit it with the source change that caused it" >&2
 fi
 
-echo "== cargo test (workspace: native rule book, wasmtime runner and parity)"
-cargo test --locked --workspace
+echo "== cargo test (workspace: rule book, wasmtime runner and parity, commit engine with crash points)"
+cargo test --locked --workspace --features omnigraph-host/failpoints
+
+echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
+graph_dir="$(mktemp -d)"
+trap 'rm -rf "$graph_dir"' EXIT
+host="$CARGO_TARGET_DIR/debug/omnigraph-host"
+"$host" init --root "$graph_dir/g" samples/people.pg
+"$host" load --root "$graph_dir/g" samples/people.ndjson >/dev/null
+printf '%s\n' '{"type":"Person","data":{"name":"Ada","age":37}}' '{"type":"Person","data":{"name":"Linus"}}' >"$graph_dir/more.ndjson"
+"$host" load --root "$graph_dir/g" "$graph_dir/more.ndjson" >/dev/null
+"$host" load --root "$graph_dir/g" --branch side --from main "$graph_dir/more.ndjson" >/dev/null
+"$host" load --root "$graph_dir/g" --branch side --mode overwrite samples/people.ndjson >/dev/null
+"${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}/bin/python" tests/python/read_graph.py "$host" "$graph_dir/g" main side
 
 echo "== node and chromium parity (node --test)"
 (cd web && node --test test/*.test.mjs)

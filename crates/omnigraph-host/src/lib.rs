@@ -1,6 +1,20 @@
-//! OmniGraph ingest's commit host. Today: the validator runner (the wasm
-//! artifact in wasmtime). The commit engine, HTTP API and CLI follow the
-//! load's path: HTTP/CLI → validate (wasmtime) → stateful checks → stage →
-//! commit/publish.
+//! OmniGraph ingest's commit host. Its modules follow a load's path:
+//! validate (the wasm artifact in wasmtime, [`validator`]) → stateful checks
+//! ([`checks`]) → stage one Lance transaction per table ([`tables`]) →
+//! commit, sync and publish one graph commit ([`graph`]).
 
+pub mod checks;
+mod durability;
+pub mod error;
+mod export;
+pub mod graph;
+mod lease;
+pub mod limits;
+pub mod manifest;
+pub mod storage;
+pub mod tables;
 pub mod validator;
+
+pub use error::{Conflict, EngineError};
+pub use graph::{DryRun, EngineConfig, Graph, LoadRequest, Receipt, Recovered};
+pub use storage::{GraphRoot, StorageOptions};

@@ -201,13 +201,25 @@ impl Validator {
     /// canonical rows it returns into Arrow IPC per table (natively: the
     /// artifact carries no Arrow code).
     pub fn prepare(&self, schema: &str, options: &[u8], batch: &[u8]) -> Result<PrepareResult, ValidatorError> {
+        // The artifact compiles this schema too; natively it cannot fail.
+        let compiled = Schema::compile(schema).map_err(|e| ValidatorError::Abi(format!("schema: {e}")))?;
+        self.prepare_compiled(schema, &compiled, options, batch)
+    }
+
+    /// [`Validator::prepare`] for a caller that keeps the schema compiled
+    /// natively (`compiled` must be `schema` compiled): no per-batch compile.
+    pub fn prepare_compiled(
+        &self,
+        schema: &str,
+        compiled: &Schema,
+        options: &[u8],
+        batch: &[u8],
+    ) -> Result<PrepareResult, ValidatorError> {
         let out = self.call("og_prepare", schema.as_bytes(), options, batch)?;
         let abi_error = |e: abi::MalformedBuffer| ValidatorError::Abi(e.to_string());
         Ok(match abi::decode_prepare(&out).map_err(abi_error)? {
             PrepareOutcome::Accepted { report_json, rows } => {
-                // The artifact compiled this schema already; natively it cannot fail.
-                let compiled = Schema::compile(schema).map_err(|e| ValidatorError::Abi(format!("schema: {e}")))?;
-                PrepareResult::Accepted { report_json, tables: tables_from_rows(&compiled, &rows).map_err(abi_error)? }
+                PrepareResult::Accepted { report_json, tables: tables_from_rows(compiled, &rows).map_err(abi_error)? }
             }
             PrepareOutcome::Rejected { report_json } => PrepareResult::Rejected { report_json },
             PrepareOutcome::SchemaError(e) => PrepareResult::SchemaError(e),

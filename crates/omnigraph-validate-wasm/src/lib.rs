@@ -34,7 +34,7 @@ pub use rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 pub use limits::Limits;
 pub use options::{Mode, Options, OptionsError};
 pub use report::{
-    Diagnostic, End, ErrorCode, ExternalRef, LimitDetail, Report, Rules, Stats, TableKind, TableStat,
+    Diagnostic, End, ErrorCode, ExternalRef, LimitDetail, Report, Rules, Stats, TableKind, TableStat, echo,
 };
 pub use schema::{
     Bound, Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType, PropDef,

@@ -1,0 +1,338 @@
+//! The stateful checks (SPEC §4.5): what the validator cannot know without
+//! stored data, run against the tables pinned by the branch head. Every
+//! lookup is by an indexed column and bounded by the batch, except that an
+//! `overwrite` reads the ids of the tables it replaces.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use arrow_array::RecordBatch;
+use lance::Dataset;
+use lance::deps::datafusion::scalar::ScalarValue;
+use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, Mode, SRC_COLUMN, Schema, TableKind, TypeDef, UniqueMember, echo};
+use serde::Deserialize;
+
+use crate::error::{Conflict, EngineError};
+use crate::export::cell_text;
+use crate::manifest::{TableCounts, TablePin, table_path};
+use crate::storage::GraphRoot;
+use crate::tables;
+
+/// An edge endpoint the validator could not resolve inside the batch.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExternalRef {
+    pub edge: String,
+    pub end: String,
+    #[serde(rename = "type")]
+    pub node_type: String,
+    pub id: String,
+    pub line: u64,
+}
+
+/// The tables of one commit, opened on demand at their pinned versions.
+pub struct Snapshot<'g> {
+    root: &'g GraphRoot,
+    schema: &'g Schema,
+    pins: &'g BTreeMap<String, TablePin>,
+    open: HashMap<usize, Dataset>,
+}
+
+impl<'g> Snapshot<'g> {
+    pub fn new(root: &'g GraphRoot, schema: &'g Schema, pins: &'g BTreeMap<String, TablePin>) -> Self {
+        Snapshot { root, schema, pins, open: HashMap::new() }
+    }
+
+    pub async fn table(&mut self, t: usize) -> Result<&Dataset, EngineError> {
+        if !self.open.contains_key(&t) {
+            let def = &self.schema.types[t];
+            let pin = self
+                .pins
+                .get(&def.name)
+                .ok_or_else(|| EngineError::Corrupt(format!("the commit does not pin table {}", def.name)))?;
+            let ds = tables::open_pinned(self.root, &table_path(def.kind, &def.name), pin).await?;
+            self.open.insert(t, ds);
+        }
+        Ok(&self.open[&t])
+    }
+}
+
+pub struct CheckOutcome {
+    pub conflicts: Vec<Conflict>,
+    pub counts: BTreeMap<String, TableCounts>,
+}
+
+fn column<'b>(batch: &'b RecordBatch, name: &str) -> &'b arrow_array::ArrayRef {
+    batch.column_by_name(name).expect("stored column")
+}
+
+fn ids(batch: &RecordBatch) -> Vec<&str> {
+    tables::strings(column(batch, ID_COLUMN)).collect()
+}
+
+fn string_scalars<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<ScalarValue> {
+    values.into_iter().map(ScalarValue::from).collect()
+}
+
+fn conflict(code: &'static str, def: &TypeDef, id: &str, line: Option<u64>, message: String) -> Conflict {
+    Conflict { code, type_name: def.name.clone(), id: id.to_owned(), line, message }
+}
+
+/// Runs every stateful check of a batch (`touched`: type index and rows,
+/// ids not yet generated) and computes the per-table counts.
+pub async fn run(
+    snapshot: &mut Snapshot<'_>,
+    mode: Mode,
+    touched: &[(usize, RecordBatch)],
+    refs: &[ExternalRef],
+) -> Result<CheckOutcome, EngineError> {
+    let schema = snapshot.schema;
+    let overwritten: HashSet<usize> =
+        if mode == Mode::Overwrite { touched.iter().map(|(t, _)| *t).collect() } else { HashSet::new() };
+    let mut conflicts = Vec::new();
+    let mut counts = BTreeMap::new();
+    let mut removed: Vec<(usize, Vec<String>)> = Vec::new();
+
+    for (t, batch) in touched {
+        let def = &schema.types[*t];
+        let batch_ids: HashSet<&str> = ids(batch).into_iter().collect();
+        let rows = batch.num_rows() as u64;
+        let ds = snapshot.table(*t).await?;
+        if mode == Mode::Overwrite {
+            let committed = tables::all_strings(ds, ID_COLUMN).await?;
+            let (kept, gone): (Vec<String>, Vec<String>) = committed.into_iter().partition(|id| batch_ids.contains(id.as_str()));
+            let updated = kept.len() as u64;
+            counts.insert(def.name.clone(), TableCounts { inserted: rows - updated, updated, removed: gone.len() as u64 });
+            if def.kind == TableKind::Node && !gone.is_empty() {
+                removed.push((*t, gone));
+            }
+            continue;
+        }
+        let found = tables::lookup(ds, ID_COLUMN, string_scalars(batch_ids.iter().copied()), &[ID_COLUMN]).await?;
+        let existing: BTreeSet<String> =
+            found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect();
+        if mode == Mode::Append {
+            for id in &existing {
+                conflicts.push(conflict(
+                    "key_conflict",
+                    def,
+                    id,
+                    None,
+                    format!("{} {} {} already exists (append never replaces a row)", def.kind.word(), def.name, echo(id)),
+                ));
+            }
+        }
+        let updated = if mode == Mode::Merge { existing.len() as u64 } else { 0 };
+        counts.insert(def.name.clone(), TableCounts { inserted: rows - existing.len() as u64, updated, removed: 0 });
+        for unique in &def.uniques {
+            check_unique(ds, def, unique, batch, &batch_ids, &mut conflicts).await?;
+        }
+        if let Some(max) = def.card_max {
+            check_card(ds, def, max, batch, &batch_ids, &mut conflicts).await?;
+        }
+    }
+
+    check_external_refs(snapshot, &overwritten, refs, &mut conflicts).await?;
+    for (node_type, gone) in &removed {
+        check_stranded_edges(snapshot, &overwritten, *node_type, gone, &mut conflicts).await?;
+    }
+    conflicts.sort_by(|a, b| (a.code, &a.type_name, &a.id).cmp(&(b.code, &b.type_name, &b.id)));
+    Ok(CheckOutcome { conflicts, counts })
+}
+
+fn member_column(def: &TypeDef, member: UniqueMember) -> &str {
+    match member {
+        UniqueMember::Prop(p) => &def.props[p].name,
+        UniqueMember::Src => SRC_COLUMN,
+        UniqueMember::Dst => DST_COLUMN,
+    }
+}
+
+/// A row's tuple as canonical JSON texts; `None` if a member is null (a
+/// null member exempts the row, SPEC §1.4).
+fn tuple(batch: &RecordBatch, columns: &[&str], row: usize) -> Option<Vec<String>> {
+    columns.iter().map(|c| cell_text(column(batch, c), row)).collect()
+}
+
+/// `@unique` against committed rows of other ids (rows the batch replaces
+/// do not count).
+async fn check_unique(
+    ds: &Dataset,
+    def: &TypeDef,
+    unique: &[UniqueMember],
+    batch: &RecordBatch,
+    batch_ids: &HashSet<&str>,
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(), EngineError> {
+    let columns: Vec<&str> = unique.iter().map(|m| member_column(def, *m)).collect();
+    let ids = column(batch, ID_COLUMN);
+    let mut wanted: HashMap<Vec<String>, Option<String>> = HashMap::new();
+    let mut probe = Vec::new();
+    for row in 0..batch.num_rows() {
+        if let Some(key) = tuple(batch, &columns, row) {
+            probe.push(ScalarValue::try_from_array(column(batch, columns[0]), row).map_err(|e| EngineError::Storage(e.to_string()))?);
+            wanted.insert(key, tables::string_at(ids, row).map(str::to_owned));
+        }
+    }
+    if probe.is_empty() {
+        return Ok(());
+    }
+    let mut project = vec![ID_COLUMN];
+    project.extend(columns.iter().copied().filter(|c| *c != ID_COLUMN));
+    for found in tables::lookup(ds, columns[0], probe, &project).await? {
+        let stored_ids = column(&found, ID_COLUMN);
+        for row in 0..found.num_rows() {
+            let stored_id = tables::string_at(stored_ids, row).unwrap_or_default();
+            if batch_ids.contains(stored_id) {
+                continue;
+            }
+            let Some(key) = tuple(&found, &columns, row) else { continue };
+            if let Some(batch_id) = wanted.get(&key) {
+                let shown = batch_id.clone().unwrap_or_else(|| "(new row)".into());
+                conflicts.push(conflict(
+                    "unique_violation",
+                    def,
+                    &shown,
+                    None,
+                    format!(
+                        "{} {} {}: @unique({}) value {} is already used by {}",
+                        def.kind.word(),
+                        def.name,
+                        echo(&shown),
+                        columns.join(", "),
+                        echo(&key.join(", ")),
+                        echo(stored_id)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `@card` maximum over committed plus batch edges, per source the batch touches.
+async fn check_card(
+    ds: &Dataset,
+    def: &TypeDef,
+    max: u64,
+    batch: &RecordBatch,
+    batch_ids: &HashSet<&str>,
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(), EngineError> {
+    let mut per_source: BTreeMap<&str, u64> = BTreeMap::new();
+    for src in tables::strings(column(batch, SRC_COLUMN)) {
+        *per_source.entry(src).or_default() += 1;
+    }
+    let probe = string_scalars(per_source.keys().copied());
+    for found in tables::lookup(ds, SRC_COLUMN, probe, &[ID_COLUMN, SRC_COLUMN]).await? {
+        for (id, src) in tables::strings(found.column(0)).zip(tables::strings(found.column(1))) {
+            if !batch_ids.contains(id)
+                && let Some(n) = per_source.get_mut(src)
+            {
+                *n += 1;
+            }
+        }
+    }
+    for (src, n) in per_source {
+        if n > max {
+            conflicts.push(conflict(
+                "card_violation",
+                def,
+                src,
+                None,
+                format!("edge {}: source {} would have {n} edges, at most {max} allowed", def.name, echo(src)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every external reference must name a stored node of its type that this
+/// load does not remove.
+async fn check_external_refs(
+    snapshot: &mut Snapshot<'_>,
+    overwritten: &HashSet<usize>,
+    refs: &[ExternalRef],
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(), EngineError> {
+    let schema = snapshot.schema;
+    let mut by_type: BTreeMap<&str, Vec<&ExternalRef>> = BTreeMap::new();
+    for r in refs {
+        by_type.entry(r.node_type.as_str()).or_default().push(r);
+    }
+    for (node_type, refs) in by_type {
+        let t = schema.type_index(node_type).ok_or_else(|| EngineError::Corrupt(format!("unknown type {node_type}")))?;
+        let stored: HashSet<String> = if overwritten.contains(&t) {
+            HashSet::new()
+        } else {
+            let wanted: BTreeSet<&str> = refs.iter().map(|r| r.id.as_str()).collect();
+            let ds = snapshot.table(t).await?;
+            tables::lookup(ds, ID_COLUMN, string_scalars(wanted), &[ID_COLUMN])
+                .await?
+                .iter()
+                .flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>())
+                .collect()
+        };
+        for r in refs.iter().filter(|r| !stored.contains(&r.id)) {
+            let edge = schema.type_index(&r.edge).map(|e| &schema.types[e]);
+            let why = if overwritten.contains(&t) { "this overwrite replaces every" } else { "the graph has no" };
+            conflicts.push(Conflict {
+                code: "dangling_endpoint",
+                type_name: r.edge.clone(),
+                id: r.id.clone(),
+                line: Some(r.line),
+                message: format!(
+                    "line {}: edge {} '{}' endpoint {}: {why} {node_type} with that id",
+                    r.line,
+                    edge.map_or(r.edge.as_str(), |e| e.name.as_str()),
+                    r.end,
+                    echo(&r.id)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// An overwrite that removes nodes must not strand committed edges of types
+/// the batch does not replace.
+async fn check_stranded_edges(
+    snapshot: &mut Snapshot<'_>,
+    overwritten: &HashSet<usize>,
+    node_type: usize,
+    gone: &[String],
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(), EngineError> {
+    let schema = snapshot.schema;
+    let node = &schema.types[node_type];
+    for (e, def) in schema.types.iter().enumerate() {
+        if def.kind != TableKind::Edge || overwritten.contains(&e) {
+            continue;
+        }
+        for (end, column_name, points_here) in
+            [("from", SRC_COLUMN, def.from == Some(node_type)), ("to", DST_COLUMN, def.to == Some(node_type))]
+        {
+            if !points_here {
+                continue;
+            }
+            let ds = snapshot.table(e).await?;
+            let found = tables::lookup(ds, column_name, string_scalars(gone.iter().map(String::as_str)), &[ID_COLUMN, column_name]).await?;
+            for b in &found {
+                for (id, node_id) in tables::strings(b.column(0)).zip(tables::strings(b.column(1))) {
+                    conflicts.push(conflict(
+                        "dangling_endpoint",
+                        def,
+                        id,
+                        None,
+                        format!(
+                            "overwrite removes {} {}, but the stored edge {} {} still points to it ({end})",
+                            node.name,
+                            echo(node_id),
+                            def.name,
+                            echo(id)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! The engine's typed errors. Each has a stable code (the HTTP layer maps
+//! codes to statuses); Lance's own messages carry source locations, so they
+//! are kept in `details` only.
+
+use serde::Serialize;
+
+use crate::validator::ValidatorError;
+
+/// One failed stateful check (SPEC §4.5). Rows in Arrow carry no line
+/// number, so the row is named by its type and id; external references keep
+/// the line the validator reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    pub code: &'static str,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+#[derive(Debug)]
+pub enum EngineError {
+    /// The root is not a local path or an `s3://` URI, or an option is unknown.
+    InvalidRoot(String),
+    /// `init` on a root that already holds a graph.
+    GraphExists(String),
+    /// No graph at the root (or its `init` never finished).
+    NoGraph(String),
+    /// The schema does not compile (the message lists line:column errors).
+    Schema(String),
+    InvalidBranchName(String),
+    BranchNotFound(String),
+    BranchExists(String),
+    CommitNotFound(String),
+    /// The validator refused the batch: the report JSON (SPEC §3).
+    Invalid { report_json: String },
+    /// The batch passed the validator but not the checks against stored data.
+    Rejected { report_json: String, conflicts: Vec<Conflict> },
+    /// The validator could not run (timeout, memory cap, busy, …).
+    Validator(ValidatorError),
+    /// Another writer kept winning the branch head; retry later.
+    CommitConflict { attempts: u32 },
+    /// Another host holds the graph's write lease.
+    LeaseBusy { owner: String },
+    /// This writer's lease ran out before it could publish: nothing was published.
+    LeaseExpired,
+    /// A manifest object that does not parse.
+    Corrupt(String),
+    Storage(String),
+    Lance(lance::Error),
+}
+
+impl EngineError {
+    /// A stable snake_case code for APIs and logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::InvalidRoot(_) => "invalid_root",
+            EngineError::GraphExists(_) => "graph_exists",
+            EngineError::NoGraph(_) => "graph_not_found",
+            EngineError::Schema(_) => "schema_error",
+            EngineError::InvalidBranchName(_) => "invalid_branch_name",
+            EngineError::BranchNotFound(_) => "branch_not_found",
+            EngineError::BranchExists(_) => "branch_exists",
+            EngineError::CommitNotFound(_) => "commit_not_found",
+            EngineError::Invalid { .. } => "validation_failed",
+            EngineError::Rejected { conflicts, .. } => {
+                if conflicts.iter().all(|c| c.code == "key_conflict") {
+                    "key_conflict"
+                } else {
+                    "stateful_check_failed"
+                }
+            }
+            EngineError::Validator(_) => "validator_error",
+            EngineError::CommitConflict { .. } => "commit_conflict",
+            EngineError::LeaseBusy { .. } => "graph_busy",
+            EngineError::LeaseExpired => "lease_expired",
+            EngineError::Corrupt(_) => "corrupt_manifest",
+            EngineError::Storage(_) => "storage_error",
+            EngineError::Lance(_) => "table_error",
+        }
+    }
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::InvalidRoot(m) => write!(f, "invalid graph root: {m}"),
+            EngineError::GraphExists(r) => write!(f, "a graph already exists at {r}"),
+            EngineError::NoGraph(r) => write!(f, "no graph at {r}"),
+            EngineError::Schema(m) => write!(f, "schema error:\n{m}"),
+            EngineError::InvalidBranchName(b) => write!(
+                f,
+                "invalid branch name {b:?}: use 1-64 ASCII letters, digits, '_', '-' or '.', starting with a letter or digit"
+            ),
+            EngineError::BranchNotFound(b) => write!(f, "branch {b:?} does not exist"),
+            EngineError::BranchExists(b) => write!(f, "branch {b:?} already exists"),
+            EngineError::CommitNotFound(c) => write!(f, "commit {c:?} not found"),
+            EngineError::Invalid { .. } => write!(f, "the batch failed validation"),
+            EngineError::Rejected { conflicts, .. } => {
+                write!(f, "the batch conflicts with stored data ({} problem(s))", conflicts.len())?;
+                for c in conflicts.iter().take(5) {
+                    write!(f, "\n  {}: {}", c.code, c.message)?;
+                }
+                Ok(())
+            }
+            EngineError::Validator(e) => write!(f, "validator: {e}"),
+            EngineError::CommitConflict { attempts } => {
+                write!(f, "the branch head kept moving: gave up after {attempts} attempts")
+            }
+            EngineError::LeaseBusy { owner } => write!(f, "another writer ({owner}) holds the graph's write lease"),
+            EngineError::LeaseExpired => write!(f, "the write lease expired before the commit was published"),
+            EngineError::Corrupt(m) => write!(f, "corrupt graph manifest: {m}"),
+            EngineError::Storage(m) => write!(f, "storage: {m}"),
+            EngineError::Lance(e) => write!(f, "table storage: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<lance::Error> for EngineError {
+    fn from(e: lance::Error) -> Self {
+        EngineError::Lance(e)
+    }
+}
+
+impl From<ValidatorError> for EngineError {
+    fn from(e: ValidatorError) -> Self {
+        EngineError::Validator(e)
+    }
+}

@@ -1,0 +1,807 @@
+//! The commit engine (SPEC §4): a graph of Lance tables made visible one
+//! graph commit at a time. See docs/ARCHITECTURE.md for the protocol and
+//! its invariants, docs/storage.md for the layout.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_ipc::reader::StreamReader;
+use fail::fail_point;
+use futures::TryStreamExt;
+use lance::Dataset;
+use lance::dataset::transaction::Operation;
+use lance::datatypes::BlobHandling;
+use omnigraph_validate_wasm::{ID_COLUMN, Mode, Options, Schema, format_timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::checks::{self, ExternalRef, Snapshot};
+use crate::error::EngineError;
+use crate::export::write_records;
+use crate::lease::{self, HeldLease, now_ms};
+use crate::limits::{DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS};
+use crate::manifest::{
+    BRANCHES_DIR, CATALOG_PATH, Commit, CommitKind, CommitRef, FORMAT_VERSION, GRAPH_INFO_PATH, GraphInfo,
+    MAIN_BRANCH, RECOVERY_PATH, RecoveryRecord, SCHEMA_PATH, StagedTable, TableCounts, TablePin, check_branch_name,
+    commit_path, seq_from_commit_name, table_path,
+};
+use crate::storage::GraphRoot;
+use crate::tables;
+use crate::validator::{PrepareResult, Validator};
+
+/// How a graph handle writes.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Names this writer in leases (host and process).
+    pub owner: String,
+    pub lease_ttl: Duration,
+    pub lease_wait: Duration,
+    /// fsync table files and manifest objects before a load returns (local
+    /// disks; object stores are durable on write).
+    pub durable: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            owner: format!("pid-{}-{}", std::process::id(), ulid::Ulid::new()),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            lease_wait: DEFAULT_LEASE_WAIT,
+            durable: true,
+        }
+    }
+}
+
+/// A load: which branch, how, by whom, and the batch's bytes.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    pub branch: String,
+    /// Fork the branch from this one's head if it does not exist (in the
+    /// same graph commit as the load).
+    pub from: Option<String>,
+    pub mode: Mode,
+    pub actor: String,
+    pub batch: Arc<Vec<u8>>,
+}
+
+/// Where a load's time went.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LoadTimings {
+    pub validate: Duration,
+    pub checks: Duration,
+    pub commit: Duration,
+    pub sync: Duration,
+}
+
+/// What a successful load did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipt {
+    pub branch: String,
+    /// The base this load forked the branch from, if it created it.
+    pub created_from: Option<CommitRef>,
+    pub mode: Mode,
+    /// The published commit; `None` for an empty batch (nothing committed).
+    pub commit: Option<Commit>,
+    pub counts: BTreeMap<String, TableCounts>,
+    /// The validator's report (SPEC §3).
+    pub report_json: String,
+    #[serde(skip)]
+    pub timings: LoadTimings,
+}
+
+/// A dry run's result: the report and what the stateful checks found.
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    pub report_json: String,
+    pub conflicts: Vec<crate::error::Conflict>,
+    pub counts: BTreeMap<String, TableCounts>,
+}
+
+/// What recovery did with a leftover recovery record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    Nothing,
+    RolledForward { branch: String, seq: u64 },
+    RolledBack { branch: String, seq: u64 },
+}
+
+/// A validated batch: the report and its rows as Arrow, per touched type.
+struct Validated {
+    report_json: String,
+    tables: Vec<(usize, RecordBatch)>,
+    external_refs: Vec<ExternalRef>,
+}
+
+#[derive(Deserialize)]
+struct ReportRefs {
+    external_refs: Vec<ExternalRef>,
+}
+
+pub struct Graph {
+    root: GraphRoot,
+    schema_source: Arc<str>,
+    schema: Arc<Schema>,
+    validator: Arc<Validator>,
+    config: EngineConfig,
+    /// Serializes this process's writers; the lease serializes processes.
+    writer: tokio::sync::Mutex<()>,
+}
+
+fn now_rfc3339() -> String {
+    format_timestamp(now_ms() as i64 * 1000)
+}
+
+fn storage_error(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Storage(e.to_string())
+}
+
+impl Graph {
+    /// Creates a graph at `root` from `.pg` source: one empty Lance dataset
+    /// per type, the schema and catalog, and `main`'s first commit.
+    pub async fn init(
+        root: GraphRoot,
+        schema_source: &str,
+        validator: Arc<Validator>,
+        config: EngineConfig,
+    ) -> Result<Graph, EngineError> {
+        let schema = Schema::compile(schema_source).map_err(|e| EngineError::Schema(e.to_string()))?;
+        let info = GraphInfo { format: FORMAT_VERSION, schema_hash: schema.hash().to_owned(), created_at: now_rfc3339() };
+        if !root.put_json_if_absent(GRAPH_INFO_PATH, &info).await? {
+            return Err(EngineError::GraphExists(root.uri().to_owned()));
+        }
+        root.put(SCHEMA_PATH, schema_source.as_bytes().to_vec()).await?;
+        root.put(CATALOG_PATH, schema.canonical_json().as_bytes().to_vec()).await?;
+        let mut pins = BTreeMap::new();
+        for def in &schema.types {
+            let ds = tables::create(&root, def, &table_path(def.kind, &def.name)).await?;
+            pins.insert(def.name.clone(), TablePin { lance_branch: None, version: ds.version().version });
+        }
+        let graph = Graph::with(root, schema_source.into(), schema, validator, config);
+        graph.sync_tables().await?;
+        let commit = Commit {
+            id: ulid::Ulid::new().to_string(),
+            branch: MAIN_BRANCH.into(),
+            seq: 0,
+            kind: CommitKind::Init,
+            parent: None,
+            parent_id: None,
+            actor: "init".into(),
+            time: now_rfc3339(),
+            batch_id: None,
+            mode: None,
+            lance_branch: None,
+            tables: pins,
+            counts: BTreeMap::new(),
+        };
+        if !graph.root.put_json_if_absent(&commit_path(MAIN_BRANCH, 0), &commit).await? {
+            return Err(EngineError::GraphExists(graph.root.uri().to_owned()));
+        }
+        Ok(graph)
+    }
+
+    /// Opens the graph at `root` and, unless another writer holds the
+    /// lease, finishes whatever a crashed writer left (SPEC §4.2).
+    pub async fn open(root: GraphRoot, validator: Arc<Validator>, config: EngineConfig) -> Result<Graph, EngineError> {
+        if root.get_json::<GraphInfo>(GRAPH_INFO_PATH).await?.is_none() {
+            return Err(EngineError::NoGraph(root.uri().to_owned()));
+        }
+        let source = root.get(SCHEMA_PATH).await?.ok_or_else(|| EngineError::NoGraph(root.uri().to_owned()))?;
+        let source = String::from_utf8(source).map_err(|_| EngineError::Corrupt("schema.pg is not UTF-8".into()))?;
+        let schema = Schema::compile(&source).map_err(|e| EngineError::Schema(e.to_string()))?;
+        let graph = Graph::with(root, source.into(), schema, validator, config);
+        if graph.head(MAIN_BRANCH).await?.is_none() {
+            return Err(EngineError::NoGraph(format!("{} (init did not finish)", graph.root.uri())));
+        }
+        match graph.recover_with_wait(Duration::ZERO).await {
+            Ok(_) | Err(EngineError::LeaseBusy { .. }) => Ok(graph),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn with(root: GraphRoot, schema_source: Arc<str>, schema: Schema, validator: Arc<Validator>, config: EngineConfig) -> Graph {
+        Graph { root, schema_source, schema: Arc::new(schema), validator, config, writer: tokio::sync::Mutex::new(()) }
+    }
+
+    pub fn root(&self) -> &GraphRoot {
+        &self.root
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub fn schema_source(&self) -> &str {
+        &self.schema_source
+    }
+
+    pub fn validator(&self) -> &Validator {
+        &self.validator
+    }
+
+    // ---- reading the manifest -------------------------------------------------
+
+    /// The newest commit object of a branch, a deletion included.
+    async fn latest_commit(&self, branch: &str) -> Result<Option<Commit>, EngineError> {
+        let names = self.root.list_names(&format!("{BRANCHES_DIR}/{branch}")).await?;
+        match names.iter().filter_map(|n| seq_from_commit_name(n)).max() {
+            Some(seq) => self.commit_at(branch, seq).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A branch's head commit, or `None` if the branch does not exist.
+    pub async fn head(&self, branch: &str) -> Result<Option<Commit>, EngineError> {
+        check_branch_name(branch)?;
+        Ok(self.latest_commit(branch).await?.filter(|c| c.kind != CommitKind::Delete))
+    }
+
+    async fn head_or_404(&self, branch: &str) -> Result<Commit, EngineError> {
+        self.head(branch).await?.ok_or_else(|| EngineError::BranchNotFound(branch.to_owned()))
+    }
+
+    /// Commit `seq` of a branch (time travel).
+    pub async fn commit_at(&self, branch: &str, seq: u64) -> Result<Commit, EngineError> {
+        check_branch_name(branch)?;
+        self.root
+            .get_json::<Commit>(&commit_path(branch, seq))
+            .await?
+            .ok_or_else(|| EngineError::CommitNotFound(format!("{branch}@{seq}")))
+    }
+
+    /// A branch's commits, newest first, back to where it was forked.
+    pub async fn log(&self, branch: &str) -> Result<Vec<Commit>, EngineError> {
+        let mut commit = self.head_or_404(branch).await?;
+        let mut out = Vec::new();
+        loop {
+            let parent = commit.parent.clone();
+            out.push(commit);
+            match parent {
+                Some(p) if p.branch == branch => commit = self.commit_at(branch, p.seq).await?,
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Every existing branch with its head.
+    pub async fn branches(&self) -> Result<Vec<Commit>, EngineError> {
+        let mut out = Vec::new();
+        for name in self.root.list_dirs(BRANCHES_DIR).await? {
+            if check_branch_name(&name).is_ok()
+                && let Some(head) = self.head(&name).await?
+            {
+                out.push(head);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows per table at a branch's head (or commit `at`).
+    pub async fn row_counts(&self, branch: &str, at: Option<u64>) -> Result<BTreeMap<String, u64>, EngineError> {
+        let commit = self.resolve(branch, at).await?;
+        let mut out = BTreeMap::new();
+        for def in &self.schema.types {
+            let ds = tables::open_pinned(&self.root, &table_path(def.kind, &def.name), &commit.tables[&def.name]).await?;
+            out.insert(def.name.clone(), ds.count_rows(None).await? as u64);
+        }
+        Ok(out)
+    }
+
+    async fn resolve(&self, branch: &str, at: Option<u64>) -> Result<Commit, EngineError> {
+        match at {
+            Some(seq) => self.commit_at(branch, seq).await,
+            None => self.head_or_404(branch).await,
+        }
+    }
+
+    /// Streams every record of a branch head (or commit `at`) as strict
+    /// NDJSON, nodes first, to `sink`, one chunk per Lance batch.
+    pub async fn export<F>(&self, branch: &str, at: Option<u64>, mut sink: F) -> Result<Commit, EngineError>
+    where
+        F: FnMut(String) -> Result<(), EngineError>,
+    {
+        let commit = self.resolve(branch, at).await?;
+        for def in &self.schema.types {
+            let ds = tables::open_pinned(&self.root, &table_path(def.kind, &def.name), &commit.tables[&def.name]).await?;
+            let mut scan = ds.scan();
+            scan.blob_handling(BlobHandling::AllBinary);
+            let mut stream = scan.try_into_stream().await?;
+            while let Some(batch) = stream.try_next().await? {
+                let mut chunk = String::new();
+                write_records(&mut chunk, def, &batch);
+                if !chunk.is_empty() {
+                    sink(chunk)?;
+                }
+            }
+        }
+        Ok(commit)
+    }
+
+    // ---- branches ------------------------------------------------------------
+
+    /// Creates `name` from `from`'s head: a commit pointing at the base's
+    /// table versions (no data copied).
+    pub async fn create_branch(&self, name: &str, from: &str, actor: &str) -> Result<Commit, EngineError> {
+        check_branch_name(name)?;
+        self.with_lease(|_| async {
+            if self.head(name).await?.is_some() {
+                return Err(EngineError::BranchExists(name.to_owned()));
+            }
+            let base = self.head_or_404(from).await?;
+            let commit = self.next_commit(name, &base, CommitKind::Fork, actor, None, None).await?;
+            if !self.root.put_json_if_absent(&commit_path(name, commit.seq), &commit).await? {
+                return Err(EngineError::BranchExists(name.to_owned()));
+            }
+            Ok(commit)
+        })
+        .await
+    }
+
+    /// Deletes a branch: a tombstone commit ends its chain. Its Lance
+    /// branches stay (older commits and branches forked from it still read
+    /// them); `main` cannot be deleted.
+    pub async fn delete_branch(&self, name: &str, actor: &str) -> Result<Commit, EngineError> {
+        check_branch_name(name)?;
+        if name == MAIN_BRANCH {
+            return Err(EngineError::InvalidBranchName(format!("{name} (main cannot be deleted)")));
+        }
+        self.with_lease(|_| async {
+            let head = self.head_or_404(name).await?;
+            let tombstone = self.next_commit(name, &head, CommitKind::Delete, actor, None, None).await?;
+            if !self.root.put_json_if_absent(&commit_path(name, tombstone.seq), &tombstone).await? {
+                return Err(EngineError::CommitConflict { attempts: 1 });
+            }
+            Ok(tombstone)
+        })
+        .await
+    }
+
+    /// The next commit object of `branch` on top of `parent`: its sequence
+    /// number continues the branch's chain (after a deletion too).
+    async fn next_commit(
+        &self,
+        branch: &str,
+        parent: &Commit,
+        kind: CommitKind,
+        actor: &str,
+        batch_id: Option<String>,
+        mode: Option<Mode>,
+    ) -> Result<Commit, EngineError> {
+        let seq = self.latest_commit(branch).await?.map_or(0, |c| c.seq + 1);
+        let lance_branch =
+            if parent.branch == branch { parent.lance_branch.clone() } else { Some(format!("{branch}-{seq}")) };
+        Ok(Commit {
+            id: ulid::Ulid::new().to_string(),
+            branch: branch.to_owned(),
+            seq,
+            kind,
+            parent: Some(CommitRef { branch: parent.branch.clone(), seq: parent.seq }),
+            parent_id: Some(parent.id.clone()),
+            actor: actor.to_owned(),
+            time: now_rfc3339(),
+            batch_id,
+            mode: mode.map(|m| m.as_str().to_owned()),
+            lance_branch,
+            tables: parent.tables.clone(),
+            counts: BTreeMap::new(),
+        })
+    }
+
+    // ---- loads ---------------------------------------------------------------
+
+    /// Runs the validator artifact on a batch; a refused batch is `Invalid`.
+    async fn validate(&self, mode: Mode, batch: Arc<Vec<u8>>) -> Result<Validated, EngineError> {
+        let options = serde_json::to_vec(&Options { mode, ..Options::default() }).expect("options serialize");
+        let (validator, source, schema) = (self.validator.clone(), self.schema_source.clone(), self.schema.clone());
+        let result = tokio::task::spawn_blocking(move || validator.prepare_compiled(&source, &schema, &options, &batch))
+            .await
+            .map_err(storage_error)??;
+        match result {
+            PrepareResult::Accepted { report_json, tables } => {
+                let refs: ReportRefs =
+                    serde_json::from_str(&report_json).map_err(|e| EngineError::Corrupt(format!("report: {e}")))?;
+                let mut decoded = Vec::with_capacity(tables.len());
+                for table in tables {
+                    let t = self.schema.type_index(&table.name).expect("the validator names schema types");
+                    let mut reader = StreamReader::try_new(Cursor::new(table.ipc), None).map_err(storage_error)?;
+                    let batch = reader.next().transpose().map_err(storage_error)?.expect("one batch per table");
+                    decoded.push((t, batch));
+                }
+                Ok(Validated { report_json, tables: decoded, external_refs: refs.external_refs })
+            }
+            PrepareResult::Rejected { report_json } => Err(EngineError::Invalid { report_json }),
+            PrepareResult::SchemaError(e) | PrepareResult::OptionsError(e) => Err(EngineError::Schema(e)),
+        }
+    }
+
+    /// The commit a load builds on, and the fork base if it creates the branch.
+    async fn load_base(&self, branch: &str, from: Option<&str>) -> Result<(Commit, Option<CommitRef>), EngineError> {
+        if let Some(head) = self.head(branch).await? {
+            return Ok((head, None));
+        }
+        let Some(from) = from else { return Err(EngineError::BranchNotFound(branch.to_owned())) };
+        let base = self.head_or_404(from).await?;
+        let base_ref = CommitRef { branch: base.branch.clone(), seq: base.seq };
+        Ok((base, Some(base_ref)))
+    }
+
+    /// Validates a batch and runs the stateful checks against the branch
+    /// head (or `from`'s head). Writes nothing.
+    pub async fn dry_run(&self, req: &LoadRequest) -> Result<DryRun, EngineError> {
+        check_branch_name(&req.branch)?;
+        let validated = self.validate(req.mode, req.batch.clone()).await?;
+        let (base, _) = self.load_base(&req.branch, req.from.as_deref()).await?;
+        let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
+        let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs).await?;
+        Ok(DryRun { report_json: validated.report_json, conflicts: outcome.conflicts, counts: outcome.counts })
+    }
+
+    /// Loads one batch as one graph commit (SPEC §4.2): all of it becomes
+    /// visible at once, or none of it.
+    pub async fn load(&self, req: LoadRequest) -> Result<Receipt, EngineError> {
+        check_branch_name(&req.branch)?;
+        if let Some(from) = &req.from {
+            check_branch_name(from)?;
+        }
+        let started = Instant::now();
+        let validated = self.validate(req.mode, req.batch.clone()).await?;
+        let validate_time = started.elapsed();
+        let mut receipt = self.with_lease(|lease| self.load_leased(&req, &validated, lease)).await?;
+        receipt.timings.validate = validate_time;
+        Ok(receipt)
+    }
+
+    /// Runs `work` holding this process's writer lock and the graph's lease,
+    /// after finishing any interrupted load.
+    async fn with_lease<'s, T, F, Fut>(&'s self, work: F) -> Result<T, EngineError>
+    where
+        F: FnOnce(HeldLease) -> Fut,
+        Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
+    {
+        let _writer = self.writer.lock().await;
+        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, self.config.lease_wait).await?;
+        let result = match self.recover_leased().await {
+            Ok(_) => work(lease.clone()).await,
+            Err(e) => Err(e),
+        };
+        // Released even after a failure: a recovery record left behind is
+        // finished by the next writer.
+        let released = lease::release(&self.root, &lease).await;
+        let value = result?;
+        released?;
+        Ok(value)
+    }
+
+    async fn load_leased(&self, req: &LoadRequest, validated: &Validated, lease: HeldLease) -> Result<Receipt, EngineError> {
+        let mut timings = LoadTimings::default();
+        for attempt in 1..=MAX_COMMIT_ATTEMPTS {
+            let (base, created_from) = self.load_base(&req.branch, req.from.as_deref()).await?;
+            let receipt = |commit: Option<Commit>, timings: LoadTimings| Receipt {
+                branch: req.branch.clone(),
+                created_from: created_from.clone(),
+                mode: req.mode,
+                counts: commit.as_ref().map(|c| c.counts.clone()).unwrap_or_default(),
+                commit,
+                report_json: validated.report_json.clone(),
+                timings,
+            };
+            if validated.tables.is_empty() {
+                return Ok(receipt(None, timings));
+            }
+            let started = Instant::now();
+            let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
+            let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs).await?;
+            drop(snapshot);
+            timings.checks = started.elapsed();
+            if !outcome.conflicts.is_empty() {
+                return Err(EngineError::Rejected {
+                    report_json: validated.report_json.clone(),
+                    conflicts: outcome.conflicts,
+                });
+            }
+            let batch_id = ulid::Ulid::new().to_string();
+            let mut commit =
+                self.next_commit(&req.branch, &base, CommitKind::Load, &req.actor, Some(batch_id), Some(req.mode)).await?;
+            commit.counts = outcome.counts;
+            let started = Instant::now();
+            match self.stage_and_commit(req, validated, &lease, commit, &mut timings).await? {
+                Some(commit) => {
+                    timings.commit = started.elapsed() - timings.sync;
+                    return Ok(receipt(Some(commit), timings));
+                }
+                None if attempt == MAX_COMMIT_ATTEMPTS => break,
+                None => continue,
+            }
+        }
+        Err(EngineError::CommitConflict { attempts: MAX_COMMIT_ATTEMPTS })
+    }
+
+    /// Stages one transaction per touched table, writes the recovery record,
+    /// commits the tables, syncs and publishes. `None`: the branch head
+    /// moved (everything was rolled back; the caller re-checks and retries).
+    async fn stage_and_commit(
+        &self,
+        req: &LoadRequest,
+        validated: &Validated,
+        lease: &HeldLease,
+        mut commit: Commit,
+        timings: &mut LoadTimings,
+    ) -> Result<Option<Commit>, EngineError> {
+        let target = commit.lance_branch.clone();
+        let mut staged_tables = BTreeMap::new();
+        let mut staged = Vec::new();
+        let mut ids = ulid::Generator::new();
+        for (t, batch) in &validated.tables {
+            let def = &self.schema.types[*t];
+            let path = table_path(def.kind, &def.name);
+            let pin = commit.tables.get(&def.name).cloned().ok_or_else(|| EngineError::Corrupt(format!("no pin for {}", def.name)))?;
+            let (base, published) = if pin.lance_branch == target {
+                (self.settle(&path, pin.lance_branch.as_deref(), pin.version).await?, Some(pin.version))
+            } else {
+                // First write of this table on the branch: fork its Lance branch
+                // (a leftover of a rolled-back first write is replaced).
+                let name = target.as_deref().expect("main's tables are always on Lance's main");
+                let mut ds = self.root.open_table(&path).await?;
+                if ds.list_branches().await?.contains_key(name) {
+                    ds.force_delete_branch(name).await?;
+                }
+                let forked = ds
+                    .create_branch(name, (pin.lance_branch.as_deref(), Some(pin.version)), Some(self.root.store_params()))
+                    .await?;
+                (forked, None)
+            };
+            let rows = with_generated_ids(batch, &tables::stored_schema(def), &mut ids)?;
+            let properties = [
+                ("omnigraph.batch_id".to_owned(), commit.batch_id.clone().unwrap_or_default()),
+                ("omnigraph.commit".to_owned(), format!("{}@{}", commit.branch, commit.seq)),
+            ]
+            .into();
+            let read_version = base.version().version;
+            let one = tables::stage(&self.root, Arc::new(base), req.mode, rows, properties).await?;
+            staged_tables.insert(
+                def.name.clone(),
+                StagedTable { lance_branch: target.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
+            );
+            staged.push((*t, one));
+        }
+        fail_point!("after-stage");
+        let record = RecoveryRecord { lease_generation: lease.generation, commit: commit.clone(), staged: staged_tables };
+        self.root.put(RECOVERY_PATH, serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
+        fail_point!("after-record");
+        for (t, one) in staged {
+            let def = &self.schema.types[t];
+            if !lease.valid_for(self.publish_margin()) {
+                self.roll_back(&record).await?;
+                self.root.delete(RECOVERY_PATH).await?;
+                return Err(EngineError::LeaseExpired);
+            }
+            let mut ds = match tables::commit(one).await {
+                Ok(ds) => ds,
+                Err(e) => {
+                    self.roll_back(&record).await?;
+                    self.root.delete(RECOVERY_PATH).await?;
+                    return Err(e);
+                }
+            };
+            fail_point!("after-table-commit");
+            tables::maintain_indexes(&mut ds, def).await?;
+            commit.tables.insert(def.name.clone(), TablePin { lance_branch: target.clone(), version: ds.version().version });
+        }
+        let synced = Instant::now();
+        self.sync_tables().await?;
+        timings.sync = synced.elapsed();
+        fail_point!("after-sync");
+        if !lease.valid_for(self.publish_margin()) {
+            self.roll_back(&record).await?;
+            self.root.delete(RECOVERY_PATH).await?;
+            return Err(EngineError::LeaseExpired);
+        }
+        if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), &commit).await? {
+            // Another writer published this sequence number first.
+            self.roll_back(&record).await?;
+            self.root.delete(RECOVERY_PATH).await?;
+            return Ok(None);
+        }
+        fail_point!("after-publish");
+        self.root.delete(RECOVERY_PATH).await?;
+        fail_point!("after-record-delete");
+        Ok(Some(commit))
+    }
+
+    /// Lease time a writer must have left to commit a table or publish.
+    fn publish_margin(&self) -> Duration {
+        LEASE_PUBLISH_MARGIN.min(self.config.lease_ttl / 4)
+    }
+
+    /// Makes committed table files durable. Lance never fsyncs; on a local
+    /// disk one `syncfs` flushes every new data, deletion, transaction and
+    /// manifest file and the directories naming them.
+    async fn sync_tables(&self) -> Result<(), EngineError> {
+        match (self.config.durable, self.root.local_dir()) {
+            (true, Some(dir)) => crate::durability::sync_filesystem(dir),
+            _ => Ok(()),
+        }
+    }
+
+    // ---- recovery ------------------------------------------------------------
+
+    /// Takes the lease (waiting at most `wait`) and finishes any interrupted
+    /// load; then rolls back table heads above their published versions.
+    pub async fn recover_with_wait(&self, wait: Duration) -> Result<Recovered, EngineError> {
+        let _writer = self.writer.lock().await;
+        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await?;
+        let result = self.recover_leased().await;
+        let settled = match &result {
+            Ok(_) => self.settle_all().await,
+            Err(_) => Ok(()),
+        };
+        let released = lease::release(&self.root, &lease).await;
+        let value = result?;
+        settled?;
+        released?;
+        Ok(value)
+    }
+
+    /// Finishes an interrupted load, if a recovery record is present: roll
+    /// forward if every staged transaction landed, else roll back.
+    async fn recover_leased(&self) -> Result<Recovered, EngineError> {
+        let Some(record) = self.root.get_json::<RecoveryRecord>(RECOVERY_PATH).await? else {
+            return Ok(Recovered::Nothing);
+        };
+        let (branch, seq) = (record.commit.branch.clone(), record.commit.seq);
+        let mut commit = record.commit.clone();
+        let mut landed = true;
+        for (name, staged) in &record.staged {
+            let def = &self.schema.types[self.schema.type_index(name).ok_or_else(|| EngineError::Corrupt(format!("record names {name}")))?];
+            match self.find_transaction(&table_path(def.kind, name), staged).await? {
+                Some(version) => {
+                    commit.tables.insert(name.clone(), TablePin { lance_branch: staged.lance_branch.clone(), version });
+                }
+                None => {
+                    landed = false;
+                    break;
+                }
+            }
+        }
+        let outcome = if landed {
+            self.sync_tables().await?;
+            let published = self.root.put_json_if_absent(&commit_path(&branch, seq), &commit).await?
+                || self.commit_at(&branch, seq).await?.batch_id == commit.batch_id;
+            if published {
+                Recovered::RolledForward { branch, seq }
+            } else {
+                self.roll_back(&record).await?;
+                Recovered::RolledBack { branch, seq }
+            }
+        } else {
+            self.roll_back(&record).await?;
+            Recovered::RolledBack { branch, seq }
+        };
+        self.root.delete(RECOVERY_PATH).await?;
+        Ok(outcome)
+    }
+
+    /// The version at which a staged transaction landed, if it did.
+    async fn find_transaction(&self, path: &str, staged: &StagedTable) -> Result<Option<u64>, EngineError> {
+        let Some(latest) = tables::latest_on(&self.root, path, staged.lance_branch.as_deref()).await? else {
+            return Ok(None);
+        };
+        for version in staged.read_version + 1..=latest.version().version {
+            if let Some(txn) = latest.read_transaction_by_version(version).await?
+                && txn.uuid == staged.uuid
+            {
+                return Ok(Some(version));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Undoes an interrupted load's table commits: each table back to its
+    /// published version, Lance branches the load created deleted.
+    /// Idempotent: a second pass changes nothing.
+    async fn roll_back(&self, record: &RecoveryRecord) -> Result<(), EngineError> {
+        for (name, staged) in &record.staged {
+            let def = &self.schema.types[self.schema.type_index(name).ok_or_else(|| EngineError::Corrupt(format!("record names {name}")))?];
+            let path = table_path(def.kind, name);
+            match (staged.published, staged.lance_branch.as_deref()) {
+                (Some(version), lance_branch) => {
+                    self.settle(&path, lance_branch, version).await?;
+                }
+                (None, Some(lance_branch)) => {
+                    let mut ds = self.root.open_table(&path).await?;
+                    if ds.list_branches().await?.contains_key(lance_branch) {
+                        ds.force_delete_branch(lance_branch).await?;
+                    }
+                }
+                (None, None) => return Err(EngineError::Corrupt(format!("record: {name} has no published version"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The latest dataset of a Lance branch whose contents are `version`'s:
+    /// anything committed above it and never published is restored away.
+    async fn settle(&self, path: &str, lance_branch: Option<&str>, version: u64) -> Result<Dataset, EngineError> {
+        let latest = tables::latest_on(&self.root, path, lance_branch)
+            .await?
+            .ok_or_else(|| EngineError::Corrupt(format!("{path}: Lance branch {lance_branch:?} is missing")))?;
+        if latest.version().version == version {
+            return Ok(latest);
+        }
+        if let Some(txn) = latest.read_transaction().await?
+            && matches!(txn.operation, Operation::Restore { version: v } if v == version)
+        {
+            return Ok(latest);
+        }
+        let mut old = latest.checkout_version((lance_branch, Some(version))).await?;
+        old.restore().await?;
+        Ok(old)
+    }
+
+    /// Rolls back orphan table heads of every branch (a crashed writer's
+    /// commits that no graph commit names).
+    async fn settle_all(&self) -> Result<(), EngineError> {
+        for head in self.branches().await? {
+            let own = head.lance_branch.clone();
+            for def in &self.schema.types {
+                let pin = &head.tables[&def.name];
+                if pin.lance_branch == own {
+                    self.settle(&table_path(def.kind, &def.name), own.as_deref(), pin.version).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The batch with a ULID in every null `_id`, under the stored schema.
+fn with_generated_ids(
+    batch: &RecordBatch,
+    schema: &arrow_schema::SchemaRef,
+    ids: &mut ulid::Generator,
+) -> Result<RecordBatch, EngineError> {
+    let column = batch.column_by_name(ID_COLUMN).expect("id column");
+    let given = column.as_any().downcast_ref::<StringArray>().expect("string ids");
+    let filled: StringArray = if given.null_count() == 0 {
+        given.clone()
+    } else {
+        given
+            .iter()
+            .map(|id| match id {
+                Some(id) => Ok(Some(id.to_owned())),
+                None => ids.generate().map(|u| Some(u.to_string())).map_err(storage_error),
+            })
+            .collect::<Result<StringArray, EngineError>>()?
+    };
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns[0] = Arc::new(filled);
+    RecordBatch::try_new(schema.clone(), columns).map_err(storage_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_fill_only_nulls() {
+        let schema = Schema::compile("node Note { text: String }").unwrap();
+        let def = &schema.types[0];
+        let stored = tables::stored_schema(def);
+        let emitted = omnigraph_validate_wasm::arrow_schema(def);
+        let batch = RecordBatch::try_new(
+            emitted,
+            vec![
+                Arc::new(StringArray::from(vec![Some("n1"), None, None])),
+                Arc::new(StringArray::from(vec!["a", "b", "c"])),
+            ],
+        )
+        .unwrap();
+        let out = with_generated_ids(&batch, &stored, &mut ulid::Generator::new()).unwrap();
+        let ids = out.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(ids.value(0), "n1");
+        assert_eq!(ids.value(1).len(), 26);
+        assert!(ids.value(1) < ids.value(2), "ULIDs of one batch are monotonic");
+        assert_eq!(out.schema(), stored);
+    }
+}

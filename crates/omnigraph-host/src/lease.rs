@@ -1,0 +1,78 @@
+//! One writer per graph across processes and hosts: a lease taken by a
+//! conditional create of the next lease generation. A generation is free
+//! once released or expired; creating the next one is atomic on a local disk
+//! and on S3-compatible stores, so exactly one contender wins.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::EngineError;
+use crate::manifest::{LEASE_DIR, Lease, generation_from_lease_name, lease_path, lease_released_path};
+use crate::storage::GraphRoot;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+const POLL: Duration = Duration::from_millis(25);
+
+/// A held lease. Release it with [`release`]; a holder that dies simply
+/// lets it expire.
+#[derive(Debug, Clone)]
+pub struct HeldLease {
+    pub generation: u64,
+    pub expires_at_ms: u64,
+}
+
+impl HeldLease {
+    /// Whether at least `margin` of the lease is left.
+    pub fn valid_for(&self, margin: Duration) -> bool {
+        now_ms() + margin.as_millis() as u64 <= self.expires_at_ms
+    }
+}
+
+async fn latest_generation(root: &GraphRoot) -> Result<Option<u64>, EngineError> {
+    Ok(root.list_names(LEASE_DIR).await?.iter().filter_map(|n| generation_from_lease_name(n)).max())
+}
+
+/// Takes the graph's write lease, waiting up to `wait` for another holder.
+pub async fn acquire(root: &GraphRoot, owner: &str, ttl: Duration, wait: Duration) -> Result<HeldLease, EngineError> {
+    let give_up = now_ms() + wait.as_millis() as u64;
+    loop {
+        let latest = latest_generation(root).await?;
+        let holder = match latest {
+            None => None,
+            Some(g) if root.exists(&lease_released_path(g)).await? => None,
+            Some(g) => match root.get_json::<Lease>(&lease_path(g)).await? {
+                Some(lease) if lease.expires_at_ms > now_ms() => Some(lease.owner),
+                // Expired: its holder died or stalled; recovery follows the takeover.
+                _ => None,
+            },
+        };
+        match holder {
+            None => {
+                let generation = latest.map_or(1, |g| g + 1);
+                let lease = Lease { owner: owner.to_owned(), generation, expires_at_ms: now_ms() + ttl.as_millis() as u64 };
+                if root.put_json_if_absent(&lease_path(generation), &lease).await? {
+                    return Ok(HeldLease { generation, expires_at_ms: lease.expires_at_ms });
+                }
+            }
+            Some(owner) => {
+                if now_ms() >= give_up {
+                    return Err(EngineError::LeaseBusy { owner });
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+}
+
+/// Releases a lease and drops generations older than the previous one.
+pub async fn release(root: &GraphRoot, lease: &HeldLease) -> Result<(), EngineError> {
+    root.put_if_absent(&lease_released_path(lease.generation), Vec::new()).await?;
+    if let Some(old) = lease.generation.checked_sub(2).filter(|&g| g > 0) {
+        root.delete(&lease_path(old)).await?;
+        root.delete(&lease_released_path(old)).await?;
+    }
+    Ok(())
+}

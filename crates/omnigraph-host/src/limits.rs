@@ -1,0 +1,31 @@
+//! The host engine's bounds, in one place. Each names the error it causes.
+
+use std::time::Duration;
+
+/// Branch names are object path segments and Lance branch names
+/// (`EngineError::InvalidBranchName`).
+pub const MAX_BRANCH_NAME_BYTES: usize = 64;
+
+/// A load that loses the branch-head compare-and-swap re-checks and retries
+/// this many times in all (`EngineError::CommitConflict`).
+pub const MAX_COMMIT_ATTEMPTS: u32 = 5;
+
+/// How long a write lease is valid. A load must publish before its lease
+/// ends (`EngineError::LeaseExpired`); a crashed holder blocks writers of the
+/// graph for at most this long, then its lease is taken over.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
+
+/// A load waits this long for another host's lease (`EngineError::LeaseBusy`).
+pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(30);
+
+/// Publishing needs this much lease time left (at most a quarter of the
+/// lease), so a slow store cannot make a publish land after the lease ended.
+pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
+
+/// Rows appended since a table's scalar indexes were last updated: past this
+/// many, a load folds them into the indexes before it publishes, so lookups
+/// stay proportional to the batch.
+pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
+
+/// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
+pub const LOOKUP_CHUNK: usize = 4_096;

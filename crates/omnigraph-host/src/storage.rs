@@ -1,0 +1,179 @@
+//! Where a graph lives: a local directory or an S3-compatible prefix, and
+//! the small JSON objects of the graph manifest (commits, lease, recovery
+//! record) written with `object_store`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use lance::dataset::builder::DatasetBuilder;
+use lance::dataset::{WriteMode, WriteParams};
+use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
+use lance::Dataset;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::EngineError;
+
+/// A graph root: where its tables and manifest objects are.
+#[derive(Clone)]
+pub struct GraphRoot {
+    /// The root as Lance sees it: an absolute directory or `s3://bucket/prefix`.
+    uri: String,
+    /// Set for local roots: durability is then the host's job (Lance never fsyncs).
+    local_dir: Option<PathBuf>,
+    /// Lance/object_store options (`aws_endpoint`, `aws_region`, …).
+    options: HashMap<String, String>,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl std::fmt::Debug for GraphRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Options hold credentials: never print them.
+        f.debug_struct("GraphRoot").field("uri", &self.uri).finish_non_exhaustive()
+    }
+}
+
+/// Storage options for S3-compatible roots, in Lance's key names
+/// (`aws_endpoint`, `aws_region`, `aws_access_key_id`,
+/// `aws_secret_access_key`, `aws_allow_http`).
+pub type StorageOptions = HashMap<String, String>;
+
+impl GraphRoot {
+    /// Opens a root given as a local path (created if missing) or an
+    /// `s3://bucket/prefix` URI.
+    pub fn new(location: &str, options: StorageOptions) -> Result<GraphRoot, EngineError> {
+        let storage = |e: object_store::Error| EngineError::Storage(e.to_string());
+        if let Some(rest) = location.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let prefix = prefix.trim_end_matches('/');
+            if bucket.is_empty() {
+                return Err(EngineError::InvalidRoot(format!("{location}: no bucket")));
+            }
+            let mut builder = AmazonS3Builder::new().with_bucket_name(bucket);
+            for (key, value) in &options {
+                let key: AmazonS3ConfigKey =
+                    key.parse().map_err(|_| EngineError::InvalidRoot(format!("unknown storage option {key}")))?;
+                builder = builder.with_config(key, value);
+            }
+            let s3: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(storage)?);
+            let store: Arc<dyn ObjectStore> =
+                if prefix.is_empty() { s3 } else { Arc::new(PrefixStore::new(s3, prefix)) };
+            let uri = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
+            return Ok(GraphRoot { uri, local_dir: None, options, store });
+        }
+        if location.contains("://") {
+            return Err(EngineError::InvalidRoot(format!("{location}: only local paths and s3:// are supported")));
+        }
+        std::fs::create_dir_all(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
+        let dir = std::fs::canonicalize(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
+        let store = LocalFileSystem::new_with_prefix(&dir).map_err(storage)?.with_fsync(true);
+        Ok(GraphRoot { uri: dir.display().to_string(), local_dir: Some(dir), options, store: Arc::new(store) })
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_dir.as_deref()
+    }
+
+    /// The URI of a table's Lance dataset, e.g. `<root>/nodes/Person.lance`.
+    pub fn table_uri(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.uri)
+    }
+
+    pub fn write_params(&self, mode: WriteMode) -> WriteParams {
+        WriteParams { mode, store_params: Some(self.store_params()), ..Default::default() }
+    }
+
+    pub fn store_params(&self) -> ObjectStoreParams {
+        ObjectStoreParams {
+            storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(self.options.clone()))),
+            ..Default::default()
+        }
+    }
+
+    pub async fn open_table(&self, relative: &str) -> Result<Dataset, EngineError> {
+        Ok(DatasetBuilder::from_uri(&self.table_uri(relative)).with_storage_options(self.options.clone()).load().await?)
+    }
+
+    /// Writes an object only if it does not exist (the graph's compare-and-swap).
+    /// Returns `false` when it already existed.
+    pub async fn put_if_absent(&self, path: &str, bytes: Vec<u8>) -> Result<bool, EngineError> {
+        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&ObjectPath::from(path), PutPayload::from(bytes), options).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(EngineError::Storage(e.to_string())),
+        }
+    }
+
+    pub async fn put_json_if_absent<T: Serialize>(&self, path: &str, value: &T) -> Result<bool, EngineError> {
+        self.put_if_absent(path, serde_json::to_vec_pretty(value).expect("manifest objects serialize")).await
+    }
+
+    /// Writes (or replaces) an object: only for objects one lease holder owns.
+    pub async fn put(&self, path: &str, bytes: Vec<u8>) -> Result<(), EngineError> {
+        self.store.put(&ObjectPath::from(path), PutPayload::from(bytes)).await.map_err(|e| EngineError::Storage(e.to_string()))?;
+        Ok(())
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, EngineError> {
+        match self.store.get(&ObjectPath::from(path)).await {
+            Ok(found) => Ok(Some(found.bytes().await.map_err(|e| EngineError::Storage(e.to_string()))?.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(EngineError::Storage(e.to_string())),
+        }
+    }
+
+    pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, EngineError> {
+        match self.get(path).await? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| EngineError::Corrupt(format!("{path}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn exists(&self, path: &str) -> Result<bool, EngineError> {
+        match self.store.head(&ObjectPath::from(path)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(EngineError::Storage(e.to_string())),
+        }
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<(), EngineError> {
+        match self.store.delete(&ObjectPath::from(path)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(EngineError::Storage(e.to_string())),
+        }
+    }
+
+    /// Names of the objects directly under `prefix` (not recursive).
+    pub async fn list_names(&self, prefix: &str) -> Result<Vec<String>, EngineError> {
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&ObjectPath::from(prefix)))
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        Ok(listed.objects.into_iter().filter_map(|o| o.location.filename().map(str::to_owned)).collect())
+    }
+
+    /// Names of the "directories" directly under `prefix`.
+    pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, EngineError> {
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&ObjectPath::from(prefix)))
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        Ok(listed.common_prefixes.into_iter().filter_map(|p| p.filename().map(str::to_owned)).collect())
+    }
+}

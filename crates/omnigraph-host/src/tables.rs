@@ -1,0 +1,231 @@
+//! One Lance dataset per node/edge type: its stored schema, opening it at a
+//! pinned version, staging one transaction per load, lookups by column and
+//! keeping its scalar indexes current.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef};
+use futures::TryStreamExt;
+use lance::Dataset;
+use lance::dataset::transaction::Transaction;
+use lance::dataset::{
+    CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
+};
+use lance::deps::datafusion::prelude::{col, lit};
+use lance::deps::datafusion::scalar::ScalarValue;
+use lance::index::DatasetIndexExt;
+use lance_index::IndexType;
+use lance_index::optimize::OptimizeOptions;
+use lance_index::scalar::ScalarIndexParams;
+use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
+
+use crate::error::EngineError;
+use crate::limits::{LOOKUP_CHUNK, MAX_UNINDEXED_ROWS};
+use crate::manifest::TablePin;
+use crate::storage::GraphRoot;
+
+/// Field metadata that makes Lance treat `_id` as the table's key: two
+/// racing inserts of one id then conflict instead of both landing.
+pub const PRIMARY_KEY_METADATA: (&str, &str) = ("lance-schema:unenforced-primary-key", "true");
+
+/// The stored Arrow schema of a type: the validator's schema with `_id`
+/// required and marked as the primary key.
+pub fn stored_schema(def: &TypeDef) -> SchemaRef {
+    let emitted = omnigraph_validate_wasm::arrow_schema(def);
+    let fields: Vec<Field> = emitted
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.name() == ID_COLUMN {
+                Field::new(ID_COLUMN, f.data_type().clone(), false)
+                    .with_metadata([(PRIMARY_KEY_METADATA.0.into(), PRIMARY_KEY_METADATA.1.into())].into())
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Arc::new(ArrowSchema::new(fields))
+}
+
+/// Columns with a BTree index: the id, the endpoints of edges and the first
+/// member of each `@unique` tuple, so every stateful check is a lookup.
+pub fn indexed_columns(def: &TypeDef) -> Vec<String> {
+    let mut cols = vec![ID_COLUMN.to_owned()];
+    if def.kind == TableKind::Edge {
+        cols.push(SRC_COLUMN.to_owned());
+        cols.push(DST_COLUMN.to_owned());
+    }
+    for unique in &def.uniques {
+        if let Some(UniqueMember::Prop(p)) = unique.first()
+            && def.props[*p].ty.is_scalar()
+            && !cols.contains(&def.props[*p].name)
+        {
+            cols.push(def.props[*p].name.clone());
+        }
+    }
+    cols
+}
+
+fn index_name(column: &str) -> String {
+    format!("og_{}_idx", column.trim_start_matches('_'))
+}
+
+/// Creates the empty dataset of a type.
+pub async fn create(root: &GraphRoot, def: &TypeDef, path: &str) -> Result<Dataset, EngineError> {
+    let params = root.write_params(WriteMode::Create);
+    let empty = RecordBatch::new_empty(stored_schema(def));
+    Ok(InsertBuilder::new(root.table_uri(path).as_str()).with_params(&params).execute(vec![empty]).await?)
+}
+
+/// Opens a table at a commit's pin.
+pub async fn open_pinned(root: &GraphRoot, path: &str, pin: &TablePin) -> Result<Dataset, EngineError> {
+    let ds = root.open_table(path).await?;
+    Ok(ds.checkout_version((pin.lance_branch.as_deref(), Some(pin.version))).await?)
+}
+
+/// The latest version of a Lance branch (`None` = main), or `None` if the
+/// branch does not exist.
+pub async fn latest_on(root: &GraphRoot, path: &str, lance_branch: Option<&str>) -> Result<Option<Dataset>, EngineError> {
+    let ds = root.open_table(path).await?;
+    match lance_branch {
+        None => {
+            let mut ds = ds;
+            ds.checkout_latest().await?;
+            Ok(Some(ds))
+        }
+        Some(b) => {
+            if !ds.list_branches().await?.contains_key(b) {
+                return Ok(None);
+            }
+            Ok(Some(ds.checkout_branch(b).await?))
+        }
+    }
+}
+
+/// A staged (written, not yet committed) change of one table.
+pub struct Staged {
+    pub dataset: Arc<Dataset>,
+    pub transaction: Transaction,
+    pub affected_rows: Option<lance_select::RowAddrTreeMap>,
+}
+
+/// Stages a load's rows for one table. `merge` upserts whole rows by `_id`,
+/// `append` inserts and fails on an existing id (the stateful check has
+/// already reported every conflict; this is the fence against a racing
+/// writer), `overwrite` replaces the table's contents.
+pub async fn stage(
+    root: &GraphRoot,
+    dataset: Arc<Dataset>,
+    mode: omnigraph_validate_wasm::Mode,
+    batch: RecordBatch,
+    properties: HashMap<String, String>,
+) -> Result<Staged, EngineError> {
+    use omnigraph_validate_wasm::Mode;
+    let properties = Some(Arc::new(properties));
+    match mode {
+        Mode::Overwrite => {
+            let mut params = root.write_params(WriteMode::Overwrite);
+            params.transaction_properties = properties;
+            let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
+            Ok(Staged { dataset, transaction, affected_rows: None })
+        }
+        Mode::Merge | Mode::Append => {
+            let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec![ID_COLUMN.to_owned()])?;
+            builder
+                .when_matched(if mode == Mode::Merge { WhenMatched::UpdateAll } else { WhenMatched::Fail })
+                .when_not_matched(WhenNotMatched::InsertAll);
+            let unc = builder.try_build()?.execute_uncommitted_batches(vec![batch]).await?;
+            let mut transaction = unc.transaction;
+            // The builder has no hook for properties that works in 14.0.2: set the field.
+            transaction.transaction_properties = properties;
+            Ok(Staged { dataset, transaction, affected_rows: unc.affected_rows })
+        }
+    }
+}
+
+/// Commits a staged transaction exactly once. Never call it again for the
+/// same transaction: Lance would apply it twice.
+pub async fn commit(staged: Staged) -> Result<Dataset, EngineError> {
+    let mut builder = CommitBuilder::new(staged.dataset.clone());
+    if let Some(rows) = staged.affected_rows {
+        builder = builder.with_affected_rows(rows);
+    }
+    Ok(builder.execute(staged.transaction).await?)
+}
+
+/// Brings the table's scalar indexes up to date when they are missing or
+/// more than [`MAX_UNINDEXED_ROWS`] rows behind. Each change is one more
+/// Lance version; returns whether it made any.
+pub async fn maintain_indexes(ds: &mut Dataset, def: &TypeDef) -> Result<bool, EngineError> {
+    let existing = ds.load_indices().await?;
+    let mut changed = false;
+    let mut stale = Vec::new();
+    for column in indexed_columns(def) {
+        let name = index_name(&column);
+        match existing.iter().find(|i| i.name == name) {
+            None => {
+                ds.create_index(&[column.as_str()], IndexType::BTree, Some(name), &ScalarIndexParams::default(), true)
+                    .await?;
+                changed = true;
+            }
+            Some(index) => {
+                let covered = index.fragment_bitmap.clone().unwrap_or_default();
+                let unindexed: u64 = ds
+                    .get_fragments()
+                    .iter()
+                    .filter(|f| !covered.contains(f.id() as u32))
+                    .map(|f| f.metadata().physical_rows.unwrap_or(0) as u64)
+                    .sum();
+                if unindexed > MAX_UNINDEXED_ROWS {
+                    stale.push(name);
+                }
+            }
+        }
+    }
+    if !stale.is_empty() {
+        ds.optimize_indices(&OptimizeOptions::append().index_names(stale)).await?;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// Rows of `ds` whose `column` is one of `values`, projected to `project`.
+/// Chunked so one filter stays bounded; uses the column's index if any.
+pub async fn lookup(
+    ds: &Dataset,
+    column: &str,
+    values: Vec<ScalarValue>,
+    project: &[&str],
+) -> Result<Vec<RecordBatch>, EngineError> {
+    let mut out = Vec::new();
+    for chunk in values.chunks(LOOKUP_CHUNK) {
+        let list = chunk.iter().cloned().map(lit).collect();
+        let mut scan = ds.scan();
+        scan.project(project)?.filter_expr(col(column).in_list(list, false));
+        let batches: Vec<RecordBatch> = scan.try_into_stream().await?.try_collect().await?;
+        out.extend(batches.into_iter().filter(|b| b.num_rows() > 0));
+    }
+    Ok(out)
+}
+
+/// Every value of a string column (overwrite needs the full id set: it
+/// replaces the whole table, so its cost is the table's anyway).
+pub async fn all_strings(ds: &Dataset, column: &str) -> Result<Vec<String>, EngineError> {
+    let mut scan = ds.scan();
+    scan.project(&[column])?;
+    let batches: Vec<RecordBatch> = scan.try_into_stream().await?.try_collect().await?;
+    Ok(batches.iter().flat_map(|b| strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect())
+}
+
+/// The non-null values of a Utf8 column.
+pub fn strings(array: &ArrayRef) -> impl Iterator<Item = &str> {
+    array.as_any().downcast_ref::<StringArray>().expect("string column").iter().flatten()
+}
+
+/// One value of a Utf8 column.
+pub fn string_at(array: &ArrayRef, row: usize) -> Option<&str> {
+    let array = array.as_any().downcast_ref::<StringArray>().expect("string column");
+    (!array.is_null(row)).then(|| array.value(row))
+}

@@ -1,0 +1,118 @@
+//! Atomicity under crashes: a load is stopped dead (a panic, so no cleanup
+//! code runs) at every step of the commit protocol; another writer then
+//! takes over the expired lease and recovers. The graph must show exactly
+//! the old or exactly the new state, and no table head may hold unpublished
+//! rows. Run with `--features failpoints`.
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use omnigraph_host::Recovered;
+use omnigraph_validate_wasm::Mode;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// No record was left: nothing to recover.
+    Nothing,
+    RolledBack,
+    RolledForward,
+}
+
+/// Each failpoint of `Graph::stage_and_commit`, what recovery must do and
+/// whether the graph ends in the new state.
+const POINTS: [(&str, Expect, bool); 6] = [
+    ("after-stage", Expect::Nothing, false),
+    ("after-record", Expect::RolledBack, false),
+    ("after-table-commit", Expect::RolledBack, false),
+    ("after-sync", Expect::RolledForward, true),
+    ("after-publish", Expect::RolledForward, true),
+    ("after-record-delete", Expect::Nothing, true),
+];
+
+/// Touches three tables, so a crash after the first table commit leaves
+/// the others uncommitted.
+fn batch() -> String {
+    format!(
+        "{}{}{}{}",
+        person("A", 50),
+        person("N", 1),
+        "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n",
+        knows("k2", "N", "A")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_step_leaves_the_old_or_the_new_state() {
+    let scenario = fail::FailScenario::setup();
+    for (point, expect, new_state) in POINTS {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = Arc::new(init(dir.path()).await);
+        load(&graph, "main", Mode::Merge, &format!("{}{}{}", person("A", 1), person("B", 2), knows("k1", "A", "B")))
+            .await
+            .unwrap();
+        let old = export(&graph, "main", None).await;
+
+        fail::cfg(point, "panic").unwrap();
+        let crashing = graph.clone();
+        let crashed = tokio::spawn(async move { crashing.load(request("main", Mode::Merge, &batch())).await }).await;
+        fail::remove(point);
+        assert!(crashed.is_err(), "{point}: the load must have crashed");
+
+        // A new writer (another process, after a restart) waits out the lease.
+        let survivor = reopen(dir.path()).await;
+        let outcome = survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
+        let state = export(&survivor, "main", None).await;
+        let got = match outcome {
+            Recovered::Nothing => Expect::Nothing,
+            Recovered::RolledBack { .. } => Expect::RolledBack,
+            Recovered::RolledForward { .. } => Expect::RolledForward,
+        };
+        assert_eq!(got, expect, "{point}");
+        if new_state {
+            assert!(state.contains("\"id\":\"N\"") && state.contains("\"k2\"") && state.contains("Acme"), "{point}: {state}");
+        } else {
+            assert_eq!(state, old, "{point}: expected the old state");
+        }
+        assert_heads_published(&survivor).await;
+
+        // The graph takes the same load again and ends in the new state once.
+        load(&survivor, "main", Mode::Merge, &batch()).await.unwrap();
+        let after = counts(&survivor, "main").await;
+        assert_eq!((after["Person"], after["Company"], after["Knows"]), (3, 1, 2), "{point}");
+        assert_heads_published(&survivor).await;
+    }
+    scenario.teardown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_while_forking_a_branch_leaves_no_branch() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = Arc::new(init(dir.path()).await);
+    load(&graph, "main", Mode::Merge, &person("A", 1)).await.unwrap();
+    fail::cfg("after-table-commit", "panic").unwrap();
+    let crashing = graph.clone();
+    let crashed = tokio::spawn(async move {
+        let mut req = request("side", Mode::Merge, &batch());
+        req.from = Some("main".into());
+        crashing.load(req).await
+    })
+    .await;
+    fail::remove("after-table-commit");
+    assert!(crashed.is_err());
+    let survivor = reopen(dir.path()).await;
+    survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
+    assert!(survivor.head("side").await.unwrap().is_none());
+    // The branch can then be forked for real; the leftover Lance branch is replaced.
+    let mut req = request("side", Mode::Merge, &batch());
+    req.from = Some("main".into());
+    survivor.load(req).await.unwrap();
+    assert_eq!(counts(&survivor, "side").await["Person"], 2);
+    assert_eq!(counts(&survivor, "main").await["Person"], 1);
+    assert_heads_published(&survivor).await;
+    scenario.teardown();
+}

@@ -1,0 +1,271 @@
+//! The commit engine against real Lance datasets in temp dirs: modes,
+//! stateful checks, branches, time travel, export round trips.
+
+mod common;
+
+use common::*;
+use omnigraph_host::EngineError;
+use omnigraph_host::manifest::CommitKind;
+use omnigraph_validate_wasm::Mode;
+
+fn conflicts_of(result: Result<omnigraph_host::Receipt, EngineError>) -> Vec<(String, String, String)> {
+    match result {
+        Err(EngineError::Rejected { conflicts, .. }) => {
+            conflicts.into_iter().map(|c| (c.code.to_owned(), c.type_name, c.id)).collect()
+        }
+        other => panic!("expected a stateful rejection, got {other:?}"),
+    }
+}
+
+fn triple(code: &str, ty: &str, id: &str) -> (String, String, String) {
+    (code.into(), ty.into(), id.into())
+}
+
+#[tokio::test]
+async fn merge_inserts_then_replaces_whole_rows_with_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let first = format!(
+        "{}{}{}",
+        "{\"type\":\"Person\",\"data\":{\"name\":\"Ada\",\"age\":36,\"email\":\"ada@example.com\"}}\n",
+        person("Bob", 40),
+        knows("k1", "Ada", "Bob")
+    );
+    let r = load(&g, "main", Mode::Merge, &first).await.unwrap();
+    let commit = r.commit.expect("a commit");
+    assert_eq!((commit.seq, commit.kind, commit.actor.as_str()), (1, CommitKind::Load, "tester"));
+    assert_eq!(commit.counts["Person"], omnigraph_host::manifest::TableCounts { inserted: 2, updated: 0, removed: 0 });
+    assert_eq!(commit.counts["Knows"].inserted, 1);
+    assert!(!commit.counts.contains_key("Company"), "untouched tables have no counts");
+
+    // Merge replaces the whole row: Ada's email is gone, her age changed.
+    let r = load(&g, "main", Mode::Merge, &format!("{}{}", person("Ada", 37), person("Cy", 5))).await.unwrap();
+    let counts = &r.commit.unwrap().counts["Person"];
+    assert_eq!((counts.inserted, counts.updated, counts.removed), (1, 1, 0));
+    let state = export(&g, "main", None).await;
+    assert!(state.contains("{\"type\":\"Person\",\"id\":\"Ada\",\"data\":{\"name\":\"Ada\",\"age\":37}}"), "{state}");
+    assert_eq!(counts_of(&g).await, [("Knows", 1), ("Person", 3)]);
+    assert_heads_published(&g).await;
+}
+
+async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
+    let c = counts(g, "main").await;
+    ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()
+}
+
+#[tokio::test]
+async fn append_reports_every_conflicting_id_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    load(&g, "main", Mode::Merge, &format!("{}{}{}", person("A", 1), person("B", 2), person("C", 3))).await.unwrap();
+    let before = export(&g, "main", None).await;
+    let head = g.head("main").await.unwrap().unwrap();
+    let result = load(&g, "main", Mode::Append, &format!("{}{}{}", person("A", 9), person("D", 4), person("C", 9))).await;
+    assert_eq!(conflicts_of(result), [triple("key_conflict", "Person", "A"), triple("key_conflict", "Person", "C")]);
+    assert_eq!(export(&g, "main", None).await, before);
+    assert_eq!(g.head("main").await.unwrap().unwrap(), head, "no commit");
+    // Without conflicts append inserts.
+    let r = load(&g, "main", Mode::Append, &person("D", 4)).await.unwrap();
+    assert_eq!(r.commit.unwrap().counts["Person"].inserted, 1);
+    assert_heads_published(&g).await;
+}
+
+#[tokio::test]
+async fn overwrite_replaces_named_types_only_and_refuses_stranding_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let company = "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n";
+    load(&g, "main", Mode::Merge, &format!("{}{}{}{}", person("A", 1), person("B", 2), company, knows("k1", "A", "B")))
+        .await
+        .unwrap();
+    // Removing B would strand k1.
+    let result = load(&g, "main", Mode::Overwrite, &format!("{}{}", person("A", 1), person("Z", 3))).await;
+    assert_eq!(conflicts_of(result), [triple("dangling_endpoint", "Knows", "k1")]);
+    // Overwriting people and their edges together is fine; companies stay.
+    let r = load(&g, "main", Mode::Overwrite, &format!("{}{}{}", person("A", 10), person("Z", 3), knows("k2", "A", "Z")))
+        .await
+        .unwrap();
+    let c = r.commit.unwrap().counts;
+    assert_eq!((c["Person"].inserted, c["Person"].updated, c["Person"].removed), (1, 1, 1));
+    assert_eq!((c["Knows"].inserted, c["Knows"].removed), (1, 1));
+    let state = export(&g, "main", None).await;
+    assert!(state.contains("\"id\":\"Acme\""), "companies are untouched: {state}");
+    assert!(!state.contains("\"id\":\"B\"") && !state.contains("\"k1\""), "{state}");
+    assert_heads_published(&g).await;
+}
+
+#[tokio::test]
+async fn external_references_unique_and_card_are_checked_against_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let ada = "{\"type\":\"Person\",\"data\":{\"name\":\"Ada\",\"email\":\"a@x.org\"}}\n";
+    let acme = "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n";
+    let initech = "{\"type\":\"Company\",\"data\":{\"name\":\"Initech\"}}\n";
+    load(&g, "main", Mode::Merge, &format!("{ada}{}{acme}{initech}", person("Bob", 2))).await.unwrap();
+
+    // An edge to a stored node resolves; to a missing one it dangles (with its line).
+    load(&g, "main", Mode::Merge, &knows("k1", "Ada", "Bob")).await.unwrap();
+    match load(&g, "main", Mode::Merge, &format!("{}{}", knows("k2", "Ada", "Bob"), knows("k3", "Ada", "Nobody"))).await {
+        Err(EngineError::Rejected { conflicts, .. }) => {
+            assert_eq!(conflicts.len(), 1);
+            assert_eq!((conflicts[0].code, conflicts[0].id.as_str(), conflicts[0].line), ("dangling_endpoint", "Nobody", Some(2)));
+        }
+        other => panic!("{other:?}"),
+    }
+    // @unique email against another stored person; re-sending Ada herself is fine.
+    let bob_steals = "{\"type\":\"Person\",\"data\":{\"name\":\"Bob\",\"email\":\"a@x.org\"}}\n";
+    assert_eq!(conflicts_of(load(&g, "main", Mode::Merge, bob_steals).await), [triple("unique_violation", "Person", "Bob")]);
+    load(&g, "main", Mode::Merge, ada).await.unwrap();
+    // @card(0..1) on WorksAt counts stored edges too; replacing the same edge id is fine.
+    let works = |id: &str, to: &str| format!("{{\"edge\":\"WorksAt\",\"id\":\"{id}\",\"from\":\"Ada\",\"to\":\"{to}\"}}\n");
+    load(&g, "main", Mode::Merge, &works("w1", "Acme")).await.unwrap();
+    assert_eq!(conflicts_of(load(&g, "main", Mode::Merge, &works("w2", "Initech")).await), [triple("card_violation", "WorksAt", "Ada")]);
+    load(&g, "main", Mode::Merge, &works("w1", "Initech")).await.unwrap();
+    assert_heads_published(&g).await;
+}
+
+#[tokio::test]
+async fn invalid_and_empty_batches_commit_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let head = g.head("main").await.unwrap().unwrap();
+    match load(&g, "main", Mode::Merge, "{\"type\":\"Persn\",\"data\":{}}\n").await {
+        Err(EngineError::Invalid { report_json }) => assert!(report_json.contains("unknown_type"), "{report_json}"),
+        other => panic!("{other:?}"),
+    }
+    let r = load(&g, "main", Mode::Merge, "\n\n").await.unwrap();
+    assert!(r.commit.is_none() && r.counts.is_empty());
+    assert_eq!(g.head("main").await.unwrap().unwrap(), head);
+    assert!(matches!(load(&g, "nope", Mode::Merge, &person("A", 1)).await, Err(EngineError::BranchNotFound(_))));
+}
+
+#[tokio::test]
+async fn edges_without_ids_get_ulids() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let edge = "{\"edge\":\"Knows\",\"from\":\"A\",\"to\":\"B\"}\n";
+    load(&g, "main", Mode::Merge, &format!("{}{}{edge}{edge}", person("A", 1), person("B", 2))).await.unwrap();
+    let state = export(&g, "main", None).await;
+    let ids: Vec<String> = state
+        .lines()
+        .filter(|l| l.starts_with("{\"edge\""))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0] != ids[1] && ids.iter().all(|id| id.len() == 26 && id.chars().all(|c| c.is_ascii_alphanumeric())), "{ids:?}");
+}
+
+#[tokio::test]
+async fn branches_are_isolated_cheap_and_forked_with_their_first_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
+    let main_before = export(&g, "main", None).await;
+
+    // A refused fork-with-load leaves no branch.
+    let mut bad = request("feature", Mode::Merge, &knows("k1", "A", "Ghost"));
+    bad.from = Some("main".into());
+    assert!(matches!(g.load(bad).await, Err(EngineError::Rejected { .. })));
+    assert!(g.head("feature").await.unwrap().is_none());
+
+    // A good one creates it in the same commit.
+    let mut good = request("feature", Mode::Merge, &person("B", 2));
+    good.from = Some("main".into());
+    let r = g.load(good).await.unwrap();
+    let commit = r.commit.unwrap();
+    assert_eq!((r.created_from.unwrap().branch.as_str(), commit.seq, commit.kind), ("main", 0, CommitKind::Load));
+    assert_eq!(export(&g, "main", None).await, main_before, "main does not see the branch's rows");
+    assert_eq!(counts(&g, "feature").await["Person"], 2);
+
+    // Loads on main do not reach the branch.
+    load(&g, "main", Mode::Merge, &person("M", 3)).await.unwrap();
+    assert_eq!(counts(&g, "feature").await["Person"], 2);
+    assert_eq!(counts(&g, "main").await["Person"], 2);
+
+    // Plain create, list, delete; a deleted branch can be created again.
+    let fork = g.create_branch("exp", "feature", "tester").await.unwrap();
+    assert_eq!(fork.kind, CommitKind::Fork);
+    assert!(matches!(g.create_branch("exp", "main", "t").await, Err(EngineError::BranchExists(_))));
+    load(&g, "exp", Mode::Merge, &person("E", 4)).await.unwrap();
+    assert_eq!(counts(&g, "exp").await["Person"], 3);
+    let names: Vec<String> = g.branches().await.unwrap().into_iter().map(|c| c.branch).collect();
+    assert_eq!(names, ["exp", "feature", "main"]);
+    g.delete_branch("exp", "tester").await.unwrap();
+    assert!(g.head("exp").await.unwrap().is_none());
+    assert!(matches!(load(&g, "exp", Mode::Merge, &person("X", 1)).await, Err(EngineError::BranchNotFound(_))));
+    g.create_branch("exp", "main", "tester").await.unwrap();
+    assert_eq!(counts(&g, "exp").await["Person"], 2, "the new exp starts from main, not the old exp");
+    load(&g, "exp", Mode::Merge, &person("F", 5)).await.unwrap();
+    assert_eq!(counts(&g, "exp").await["Person"], 3);
+    assert!(matches!(g.delete_branch("main", "t").await, Err(EngineError::InvalidBranchName(_))));
+    assert_heads_published(&g).await;
+}
+
+#[tokio::test]
+async fn every_commit_can_be_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let mut states = vec![export(&g, "main", None).await];
+    for (n, batch) in [person("A", 1), person("B", 2), person("A", 3), knows("k", "A", "A")].iter().enumerate() {
+        let mode = if n == 2 { Mode::Overwrite } else { Mode::Merge };
+        load(&g, "main", mode, batch).await.unwrap();
+        states.push(export(&g, "main", None).await);
+    }
+    for (seq, state) in states.iter().enumerate() {
+        assert_eq!(&export(&g, "main", Some(seq as u64)).await, state, "commit {seq}");
+    }
+    let log = g.log("main").await.unwrap();
+    assert_eq!(log.iter().map(|c| c.seq).collect::<Vec<_>>(), [4, 3, 2, 1, 0]);
+    assert!(log.windows(2).all(|w| w[0].parent_id.as_deref() == Some(w[1].id.as_str())));
+}
+
+#[tokio::test]
+async fn export_reloads_unchanged_into_a_fresh_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    let batch = concat!(
+        "{\"type\":\"Person\",\"data\":{\"name\":\"Ada \\\"Countess\\\" ✓\",\"age\":36,\"email\":\"ada@example.com\",\"born\":\"1815-12-10\",\"tags\":[\"math\",\"\"]}}\n",
+        "{\"type\":\"Person\",\"data\":{\"name\":\"Grace\",\"tags\":[]}}\n",
+        "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\",\"founded\":\"1901-02-03\",\"size\":\"large\"}}\n",
+        "{\"edge\":\"WorksAt\",\"from\":\"Grace\",\"to\":\"Acme\",\"data\":{\"start\":\"2001-02-03T04:05:06.789+02:00\"}}\n",
+        "{\"edge\":\"Knows\",\"id\":\"k1\",\"from\":\"Grace\",\"to\":\"Ada \\\"Countess\\\" ✓\",\"data\":{\"since\":\"1950-01-01\"}}\n",
+    );
+    load(&g, "main", Mode::Merge, batch).await.unwrap();
+    let exported = export(&g, "main", None).await;
+    assert_eq!(exported.lines().count(), 5, "{exported}");
+
+    let other = tempfile::tempdir().unwrap();
+    let fresh = init(other.path()).await;
+    load(&fresh, "main", Mode::Merge, &format!("{exported}\n")).await.unwrap();
+    assert_eq!(export(&fresh, "main", None).await, exported);
+}
+
+#[tokio::test]
+async fn dry_run_reports_conflicts_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
+    let head = g.head("main").await.unwrap().unwrap();
+    let dry = g.dry_run(&request("main", Mode::Append, &format!("{}{}", person("A", 1), person("B", 1)))).await.unwrap();
+    assert_eq!(dry.conflicts.len(), 1);
+    assert_eq!(dry.counts["Person"].inserted, 1);
+    assert_eq!(g.head("main").await.unwrap().unwrap(), head);
+}
+
+#[tokio::test]
+async fn a_second_init_is_refused_and_open_reads_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
+    assert!(matches!(
+        omnigraph_host::Graph::init(root(dir.path()), SCHEMA, validator(), config()).await,
+        Err(EngineError::GraphExists(_))
+    ));
+    let again = reopen(dir.path()).await;
+    assert_eq!(export(&again, "main", None).await, export(&g, "main", None).await);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        omnigraph_host::Graph::open(root(empty.path()), validator(), config()).await,
+        Err(EngineError::NoGraph(_))
+    ));
+}
