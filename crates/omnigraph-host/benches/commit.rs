@@ -21,7 +21,7 @@ use omnigraph_validate_wasm::{Mode, Schema};
 
 const SCHEMA: &str = "node Person { name: String @key  age: I32? }";
 const BATCH_ROWS: usize = 8_192;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 16;
 const SMALL_LOADS: usize = 200;
 const SMALL_ROWS: usize = 100;
 
@@ -55,6 +55,10 @@ fn round_ids(base: usize, r: usize) -> Vec<usize> {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+fn mean(v: &[Duration]) -> Duration {
+    v.iter().sum::<Duration>() / v.len() as u32
 }
 
 fn ms(d: Duration) -> String {
@@ -97,8 +101,10 @@ fn main() {
     let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
     let schema = Schema::compile(SCHEMA).unwrap();
     let stored = tables::stored_schema(&schema.types[0]);
-    println!("| table rows | raw Lance merge_insert | engine, no fsync (checks+commit / whole load) | engine, fsync (whole load; sync) | validate |");
-    println!("|---|---|---|---|---|");
+    println!("Medians of {ROUNDS} rounds (mean in brackets: includes the compaction and index merges a round may trigger).");
+    println!();
+    println!("| table rows | raw Lance merge_insert | engine, no fsync: checks+commit | engine, no fsync: whole load | engine, fsync: whole load (sync) | validate |");
+    println!("|---|---|---|---|---|---|");
     runtime.block_on(async {
         for &base in &sizes {
             let tmp = tempfile::tempdir().unwrap();
@@ -127,19 +133,23 @@ fn main() {
                     validate.push(receipt.timings.validate);
                     sync.push(receipt.timings.sync);
                 }
-                rows.push((median(whole), median(core), median(validate), median(sync)));
+                rows.push((median(whole.clone()), median(core.clone()), median(validate), median(sync), mean(&whole), mean(&core)));
             }
-            let raw = median(raw_times);
+            let (raw, raw_mean) = (median(raw_times.clone()), mean(&raw_times));
             let (nosync, synced) = (rows[0], rows[1]);
+            let ratio = |d: Duration| d.as_secs_f64() / raw.as_secs_f64();
             println!(
-                "| {base} | {} ms | {} / {} ms ({:.2}× / {:.2}×) | {} ms ({:.2}×); sync {} ms | {} ms |",
+                "| {base} | {} ms [{}] | {} ms ({:.2}×) [{} ms] | {} ms ({:.2}×) [{} ms] | {} ms ({:.2}×) ({} ms) | {} ms |",
                 ms(raw),
+                ms(raw_mean),
                 ms(nosync.1),
+                ratio(nosync.1),
+                ms(nosync.5),
                 ms(nosync.0),
-                nosync.1.as_secs_f64() / raw.as_secs_f64(),
-                nosync.0.as_secs_f64() / raw.as_secs_f64(),
+                ratio(nosync.0),
+                ms(nosync.4),
                 ms(synced.0),
-                synced.0.as_secs_f64() / raw.as_secs_f64(),
+                ratio(synced.0),
                 ms(synced.3),
                 ms(nosync.2),
             );

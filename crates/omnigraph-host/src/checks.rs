@@ -77,12 +77,15 @@ fn conflict(code: &'static str, def: &TypeDef, id: &str, line: Option<u64>, mess
 }
 
 /// Runs every stateful check of a batch (`touched`: type index and rows,
-/// ids not yet generated) and computes the per-table counts.
+/// ids not yet generated) and computes the per-table counts. A `merge` needs
+/// no id lookup unless `count_merges` (a load takes its counts from the merge
+/// itself; a dry run has none).
 pub async fn run(
     snapshot: &mut Snapshot<'_>,
     mode: Mode,
     touched: &[(usize, RecordBatch)],
     refs: &[ExternalRef],
+    count_merges: bool,
 ) -> Result<CheckOutcome, EngineError> {
     let schema = snapshot.schema;
     let overwritten: HashSet<usize> =
@@ -106,22 +109,24 @@ pub async fn run(
             }
             continue;
         }
-        let found = tables::lookup(ds, ID_COLUMN, string_scalars(batch_ids.iter().copied()), &[ID_COLUMN]).await?;
-        let existing: BTreeSet<String> =
-            found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect();
-        if mode == Mode::Append {
-            for id in &existing {
-                conflicts.push(conflict(
-                    "key_conflict",
-                    def,
-                    id,
-                    None,
-                    format!("{} {} {} already exists (append never replaces a row)", def.kind.word(), def.name, echo(id)),
-                ));
+        if mode == Mode::Append || count_merges {
+            let found = tables::lookup(ds, ID_COLUMN, string_scalars(batch_ids.iter().copied()), &[ID_COLUMN]).await?;
+            let existing: BTreeSet<String> =
+                found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect();
+            if mode == Mode::Append {
+                for id in &existing {
+                    conflicts.push(conflict(
+                        "key_conflict",
+                        def,
+                        id,
+                        None,
+                        format!("{} {} {} already exists (append never replaces a row)", def.kind.word(), def.name, echo(id)),
+                    ));
+                }
             }
+            let updated = if mode == Mode::Merge { existing.len() as u64 } else { 0 };
+            counts.insert(def.name.clone(), TableCounts { inserted: rows - existing.len() as u64, updated, removed: 0 });
         }
-        let updated = if mode == Mode::Merge { existing.len() as u64 } else { 0 };
-        counts.insert(def.name.clone(), TableCounts { inserted: rows - existing.len() as u64, updated, removed: 0 });
         for unique in &def.uniques {
             check_unique(ds, def, unique, batch, &batch_ids, &mut conflicts).await?;
         }

@@ -433,7 +433,7 @@ impl Graph {
         let validated = self.validate(req.mode, req.batch.clone()).await?;
         let (base, _) = self.load_base(&req.branch, req.from.as_deref()).await?;
         let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
-        let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs).await?;
+        let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, true).await?;
         Ok(DryRun { report_json: validated.report_json, conflicts: outcome.conflicts, counts: outcome.counts })
     }
 
@@ -491,7 +491,7 @@ impl Graph {
             }
             let started = Instant::now();
             let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
-            let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs).await?;
+            let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, false).await?;
             drop(snapshot);
             timings.checks = started.elapsed();
             if !outcome.conflicts.is_empty() {
@@ -559,6 +559,9 @@ impl Graph {
             .into();
             let read_version = base.version().version;
             let one = tables::stage(&self.root, Arc::new(base), req.mode, rows, properties).await?;
+            if let Some((inserted, updated)) = one.merged {
+                commit.counts.insert(def.name.clone(), TableCounts { inserted, updated, removed: 0 });
+            }
             staged_tables.insert(
                 def.name.clone(),
                 StagedTable { lance_branch: target.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
@@ -585,6 +588,7 @@ impl Graph {
                 }
             };
             fail_point!("after-table-commit");
+            tables::maintain_fragments(&mut ds).await?;
             tables::maintain_indexes(&mut ds, def).await?;
             commit.tables.insert(def.name.clone(), TablePin { lance_branch: target.clone(), version: ds.version().version });
         }

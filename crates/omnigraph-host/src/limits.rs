@@ -29,3 +29,7 @@ pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
 /// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
 pub const LOOKUP_CHUNK: usize = 4_096;
+
+/// Fragments of a table before a load compacts them (each load adds one):
+/// merges and lookups cost per fragment.
+pub const MAX_FRAGMENTS: usize = 32;

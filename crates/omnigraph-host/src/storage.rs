@@ -10,6 +10,7 @@ use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
 use lance::Dataset;
+use lance::session::Session;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -30,6 +31,9 @@ pub struct GraphRoot {
     /// Lance/object_store options (`aws_endpoint`, `aws_region`, …).
     options: HashMap<String, String>,
     store: Arc<dyn ObjectStore>,
+    /// One Lance session (index, metadata and file caches) for every table
+    /// this root opens: a load then reads warm indexes.
+    session: Arc<Session>,
 }
 
 impl std::fmt::Debug for GraphRoot {
@@ -65,7 +69,7 @@ impl GraphRoot {
             let store: Arc<dyn ObjectStore> =
                 if prefix.is_empty() { s3 } else { Arc::new(PrefixStore::new(s3, prefix)) };
             let uri = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
-            return Ok(GraphRoot { uri, local_dir: None, options, store });
+            return Ok(GraphRoot { uri, local_dir: None, options, store, session: Arc::default() });
         }
         if location.contains("://") {
             return Err(EngineError::InvalidRoot(format!("{location}: only local paths and s3:// are supported")));
@@ -73,7 +77,13 @@ impl GraphRoot {
         std::fs::create_dir_all(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
         let dir = std::fs::canonicalize(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
         let store = LocalFileSystem::new_with_prefix(&dir).map_err(storage)?.with_fsync(true);
-        Ok(GraphRoot { uri: dir.display().to_string(), local_dir: Some(dir), options, store: Arc::new(store) })
+        Ok(GraphRoot {
+            uri: dir.display().to_string(),
+            local_dir: Some(dir),
+            options,
+            store: Arc::new(store),
+            session: Arc::default(),
+        })
     }
 
     pub fn uri(&self) -> &str {
@@ -90,7 +100,7 @@ impl GraphRoot {
     }
 
     pub fn write_params(&self, mode: WriteMode) -> WriteParams {
-        WriteParams { mode, store_params: Some(self.store_params()), ..Default::default() }
+        WriteParams { mode, store_params: Some(self.store_params()), session: Some(self.session.clone()), ..Default::default() }
     }
 
     pub fn store_params(&self) -> ObjectStoreParams {
@@ -101,7 +111,11 @@ impl GraphRoot {
     }
 
     pub async fn open_table(&self, relative: &str) -> Result<Dataset, EngineError> {
-        Ok(DatasetBuilder::from_uri(&self.table_uri(relative)).with_storage_options(self.options.clone()).load().await?)
+        Ok(DatasetBuilder::from_uri(&self.table_uri(relative))
+            .with_storage_options(self.options.clone())
+            .with_session(self.session.clone())
+            .load()
+            .await?)
     }
 
     /// Writes an object only if it does not exist (the graph's compare-and-swap).

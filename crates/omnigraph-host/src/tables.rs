@@ -22,7 +22,7 @@ use lance_index::scalar::ScalarIndexParams;
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::limits::{LOOKUP_CHUNK, MAX_UNINDEXED_ROWS};
+use crate::limits::{LOOKUP_CHUNK, MAX_FRAGMENTS, MAX_UNINDEXED_ROWS};
 use crate::manifest::TablePin;
 use crate::storage::GraphRoot;
 
@@ -109,6 +109,8 @@ pub struct Staged {
     pub dataset: Arc<Dataset>,
     pub transaction: Transaction,
     pub affected_rows: Option<lance_select::RowAddrTreeMap>,
+    /// Rows inserted and updated, as the merge counted them.
+    pub merged: Option<(u64, u64)>,
 }
 
 /// Stages a load's rows for one table. `merge` upserts whole rows by `_id`,
@@ -129,7 +131,7 @@ pub async fn stage(
             let mut params = root.write_params(WriteMode::Overwrite);
             params.transaction_properties = properties;
             let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
-            Ok(Staged { dataset, transaction, affected_rows: None })
+            Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
         }
         Mode::Merge | Mode::Append => {
             let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec![ID_COLUMN.to_owned()])?;
@@ -140,7 +142,8 @@ pub async fn stage(
             let mut transaction = unc.transaction;
             // The builder has no hook for properties that works in 14.0.2: set the field.
             transaction.transaction_properties = properties;
-            Ok(Staged { dataset, transaction, affected_rows: unc.affected_rows })
+            let merged = Some((unc.stats.num_inserted_rows, unc.stats.num_updated_rows));
+            Ok(Staged { dataset, transaction, affected_rows: unc.affected_rows, merged })
         }
     }
 }
@@ -155,6 +158,17 @@ pub async fn commit(staged: Staged) -> Result<Dataset, EngineError> {
     Ok(builder.execute(staged.transaction).await?)
 }
 
+/// Rewrites many small fragments (one per load) into few large ones once a
+/// table has more than [`MAX_FRAGMENTS`]: lookups and merges cost per
+/// fragment. One more Lance version; returns whether it made one.
+pub async fn maintain_fragments(ds: &mut Dataset) -> Result<bool, EngineError> {
+    if ds.get_fragments().len() <= MAX_FRAGMENTS {
+        return Ok(false);
+    }
+    lance::dataset::optimize::compact_files(ds, lance::dataset::optimize::CompactionOptions::default(), None).await?;
+    Ok(true)
+}
+
 /// Brings the table's scalar indexes up to date when they are missing or
 /// more than [`MAX_UNINDEXED_ROWS`] rows behind. Each change is one more
 /// Lance version; returns whether it made any.
@@ -164,28 +178,29 @@ pub async fn maintain_indexes(ds: &mut Dataset, def: &TypeDef) -> Result<bool, E
     let mut stale = Vec::new();
     for column in indexed_columns(def) {
         let name = index_name(&column);
-        match existing.iter().find(|i| i.name == name) {
-            None => {
-                ds.create_index(&[column.as_str()], IndexType::BTree, Some(name), &ScalarIndexParams::default(), true)
-                    .await?;
-                changed = true;
-            }
-            Some(index) => {
-                let covered = index.fragment_bitmap.clone().unwrap_or_default();
-                let unindexed: u64 = ds
-                    .get_fragments()
-                    .iter()
-                    .filter(|f| !covered.contains(f.id() as u32))
-                    .map(|f| f.metadata().physical_rows.unwrap_or(0) as u64)
-                    .sum();
-                if unindexed > MAX_UNINDEXED_ROWS {
-                    stale.push(name);
-                }
-            }
+        // An index is several segments of one name (a delta per optimize).
+        let segments: Vec<_> = existing.iter().filter(|i| i.name == name).collect();
+        if segments.is_empty() {
+            ds.create_index(&[column.as_str()], IndexType::BTree, Some(name), &ScalarIndexParams::default(), true).await?;
+            changed = true;
+            continue;
+        }
+        let mut covered = roaring::RoaringBitmap::new();
+        for segment in segments {
+            covered |= segment.fragment_bitmap.clone().unwrap_or_default();
+        }
+        let unindexed: u64 = ds
+            .get_fragments()
+            .iter()
+            .filter(|f| !covered.contains(f.id() as u32))
+            .map(|f| f.metadata().physical_rows.unwrap_or(0) as u64)
+            .sum();
+        if unindexed > MAX_UNINDEXED_ROWS {
+            stale.push(name);
         }
     }
     if !stale.is_empty() {
-        ds.optimize_indices(&OptimizeOptions::append().index_names(stale)).await?;
+        ds.optimize_indices(&OptimizeOptions::merge(1).index_names(stale)).await?;
         changed = true;
     }
     Ok(changed)

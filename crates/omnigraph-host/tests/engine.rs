@@ -269,3 +269,30 @@ async fn a_second_init_is_refused_and_open_reads_the_graph() {
         Err(EngineError::NoGraph(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_and_index_merges_keep_every_commit_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = init(dir.path()).await;
+    // More loads than MAX_FRAGMENTS (compaction) and more rows than
+    // MAX_UNINDEXED_ROWS (an index merge).
+    let big = |n: usize| (0..8_192).map(|i| person(&format!("b{n}-{i}"), (i % 150) as u32)).collect::<String>();
+    for n in 0..9 {
+        load(&g, "main", Mode::Merge, &big(n)).await.unwrap();
+    }
+    for n in 0..30 {
+        load(&g, "main", Mode::Merge, &person(&format!("s{n}"), 1)).await.unwrap();
+    }
+    assert!(omnigraph_host::limits::MAX_FRAGMENTS < 39 && omnigraph_host::limits::MAX_UNINDEXED_ROWS < 9 * 8_192);
+    let people = omnigraph_host::tables::latest_on(g.root(), "nodes/Person.lance", None).await.unwrap().unwrap();
+    assert!(people.get_fragments().len() <= omnigraph_host::limits::MAX_FRAGMENTS, "compacted");
+    assert_eq!(counts(&g, "main").await["Person"], 9 * 8_192 + 30);
+    assert_eq!(g.row_counts("main", Some(3)).await.unwrap()["Person"], 3 * 8_192, "an old commit reads as it was");
+    // Lookups after the rewrites still find old and new ids.
+    let clash = format!("{}{}{}", person("b0-17", 1), person("s29", 1), person("fresh", 1));
+    assert_eq!(
+        conflicts_of(load(&g, "main", Mode::Append, &clash).await),
+        [triple("key_conflict", "Person", "b0-17"), triple("key_conflict", "Person", "s29")]
+    );
+    assert_heads_published(&g).await;
+}
