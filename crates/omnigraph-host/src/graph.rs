@@ -601,6 +601,7 @@ impl Graph {
             self.root.delete(RECOVERY_PATH).await?;
             return Err(EngineError::LeaseExpired);
         }
+        fail_point!("before-publish");
         if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), &commit).await? {
             // Another writer published this sequence number first.
             self.roll_back(&record).await?;

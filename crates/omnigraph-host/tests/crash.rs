@@ -116,3 +116,37 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
     assert_heads_published(&survivor).await;
     scenario.teardown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_loses_the_branch_head_rolls_back_rechecks_and_retries() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = init(dir.path()).await;
+    load(&graph, "main", Mode::Merge, &format!("{}{}", person("A", 1), person("B", 2))).await.unwrap();
+    let commits = dir.path().join("_graph/branches/main");
+    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = fired.clone();
+    fail::cfg_callback("before-publish", move || {
+        if once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        // Another writer (one whose lease we never saw) publishes first: a
+        // commit on top of the head, pinning the head's table versions.
+        let newest = std::fs::read_dir(&commits).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).min().unwrap();
+        let mut head: serde_json::Value = serde_json::from_slice(&std::fs::read(commits.join(&newest)).unwrap()).unwrap();
+        let seq = head["seq"].as_u64().unwrap() + 1;
+        head["seq"] = seq.into();
+        head["id"] = "foreign".into();
+        head["batch_id"] = "foreign".into();
+        std::fs::write(commits.join(format!("{:020}.json", u64::MAX - seq)), serde_json::to_vec(&head).unwrap()).unwrap();
+    })
+    .unwrap();
+    let receipt = load(&graph, "main", Mode::Merge, &person("C", 3)).await.unwrap();
+    fail::remove("before-publish");
+    assert!(fired.load(std::sync::atomic::Ordering::SeqCst));
+    let commit = receipt.commit.unwrap();
+    assert_eq!((commit.seq, commit.parent_id.as_deref()), (3, Some("foreign")), "retried on top of the winner");
+    assert_eq!(counts(&graph, "main").await["Person"], 3);
+    assert_heads_published(&graph).await;
+    scenario.teardown();
+}
