@@ -76,7 +76,7 @@ async fn engine_graph(dir: &std::path::Path, validator: Arc<Validator>, durable:
 }
 
 fn request(batch: Vec<u8>) -> LoadRequest {
-    LoadRequest { branch: "main".into(), from: None, mode: Mode::Merge, actor: "bench".into(), batch: Arc::new(batch) }
+    LoadRequest { branch: "main".into(), from: None, mode: Mode::Merge, strict: true, actor: "bench".into(), batch: Arc::new(batch), batch_key: None }
 }
 
 async fn raw_lance(dir: &std::path::Path, base: usize) -> Arc<lance::Dataset> {

@@ -62,8 +62,12 @@ pub struct LoadRequest {
     /// same graph commit as the load).
     pub from: Option<String>,
     pub mode: Mode,
+    /// Strict NDJSON (SPEC §2) or the compatibility reading (§2.6).
+    pub strict: bool,
     pub actor: String,
     pub batch: Arc<Vec<u8>>,
+    /// Recorded in the commit (see [`Commit::batch_key`]).
+    pub batch_key: Option<String>,
 }
 
 /// Where a load's time went.
@@ -170,6 +174,7 @@ impl Graph {
             actor: "init".into(),
             time: now_rfc3339(),
             batch_id: None,
+            batch_key: None,
             mode: None,
             lance_branch: None,
             tables: pins,
@@ -296,10 +301,12 @@ impl Graph {
     }
 
     /// Streams every record of a branch head (or commit `at`) as strict
-    /// NDJSON, nodes first, to `sink`, one chunk per Lance batch.
-    pub async fn export<F>(&self, branch: &str, at: Option<u64>, mut sink: F) -> Result<Commit, EngineError>
+    /// NDJSON, nodes first, to `sink`, one chunk per Lance batch (awaited:
+    /// a slow consumer slows the scan instead of buffering it).
+    pub async fn export<F, Fut>(&self, branch: &str, at: Option<u64>, mut sink: F) -> Result<Commit, EngineError>
     where
-        F: FnMut(String) -> Result<(), EngineError>,
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<(), EngineError>>,
     {
         let commit = self.resolve(branch, at).await?;
         for def in &self.schema.types {
@@ -311,7 +318,7 @@ impl Graph {
                 let mut chunk = String::new();
                 write_records(&mut chunk, def, &batch);
                 if !chunk.is_empty() {
-                    sink(chunk)?;
+                    sink(chunk).await?;
                 }
             }
         }
@@ -381,6 +388,7 @@ impl Graph {
             actor: actor.to_owned(),
             time: now_rfc3339(),
             batch_id,
+            batch_key: None,
             mode: mode.map(|m| m.as_str().to_owned()),
             lance_branch,
             tables: parent.tables.clone(),
@@ -391,8 +399,10 @@ impl Graph {
     // ---- loads ---------------------------------------------------------------
 
     /// Runs the validator artifact on a batch; a refused batch is `Invalid`.
-    async fn validate(&self, mode: Mode, batch: Arc<Vec<u8>>) -> Result<Validated, EngineError> {
-        let options = serde_json::to_vec(&Options { mode, ..Options::default() }).expect("options serialize");
+    async fn validate(&self, req: &LoadRequest) -> Result<Validated, EngineError> {
+        let options = serde_json::to_vec(&Options { mode: req.mode, strict: req.strict, ..Options::default() })
+            .expect("options serialize");
+        let batch = req.batch.clone();
         let (validator, source, schema) = (self.validator.clone(), self.schema_source.clone(), self.schema.clone());
         let result = tokio::task::spawn_blocking(move || validator.prepare_compiled(&source, &schema, &options, &batch))
             .await
@@ -430,7 +440,7 @@ impl Graph {
     /// head (or `from`'s head). Writes nothing.
     pub async fn dry_run(&self, req: &LoadRequest) -> Result<DryRun, EngineError> {
         check_branch_name(&req.branch)?;
-        let validated = self.validate(req.mode, req.batch.clone()).await?;
+        let validated = self.validate(req).await?;
         let (base, _) = self.load_base(&req.branch, req.from.as_deref()).await?;
         let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
         let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, true).await?;
@@ -445,7 +455,7 @@ impl Graph {
             check_branch_name(from)?;
         }
         let started = Instant::now();
-        let validated = self.validate(req.mode, req.batch.clone()).await?;
+        let validated = self.validate(&req).await?;
         let validate_time = started.elapsed();
         let mut receipt = self.with_lease(|lease| self.load_leased(&req, &validated, lease)).await?;
         receipt.timings.validate = validate_time;
@@ -504,6 +514,7 @@ impl Graph {
             let mut commit =
                 self.next_commit(&req.branch, &base, CommitKind::Load, &req.actor, Some(batch_id), Some(req.mode)).await?;
             commit.counts = outcome.counts;
+            commit.batch_key = req.batch_key.clone();
             let started = Instant::now();
             match self.stage_and_commit(req, validated, &lease, commit, &mut timings).await? {
                 Some(commit) => {

@@ -3,14 +3,18 @@
 //! ([`checks`]) → stage one Lance transaction per table ([`tables`]) →
 //! commit, sync and publish one graph commit ([`graph`]).
 
+pub mod auth;
 pub mod checks;
 mod durability;
 pub mod error;
 mod export;
 pub mod graph;
+pub mod http;
 mod lease;
 pub mod limits;
 pub mod manifest;
+pub mod metrics;
+pub mod split;
 pub mod storage;
 pub mod tables;
 pub mod validator;

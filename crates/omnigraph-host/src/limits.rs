@@ -33,3 +33,9 @@ pub const LOOKUP_CHUNK: usize = 4_096;
 /// Fragments of a table before a load compacts them (each load adds one):
 /// merges and lookups cost per fragment.
 pub const MAX_FRAGMENTS: usize = 32;
+
+/// Loads one actor may have in flight on a server; more are answered 429.
+pub const DEFAULT_MAX_LOADS_PER_ACTOR: usize = 4;
+
+/// `Retry-After` (seconds) of a 429 or 503.
+pub const RETRY_AFTER_SECONDS: u32 = 1;

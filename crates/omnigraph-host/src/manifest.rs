@@ -79,6 +79,10 @@ pub struct Commit {
     /// RFC 3339 UTC.
     pub time: String,
     pub batch_id: Option<String>,
+    /// The client's name for the batch (the CLI's `<run>:<n>`), so a client
+    /// that crashed can tell whether its batch committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// The Lance branch this graph branch writes to: absent for `main`,

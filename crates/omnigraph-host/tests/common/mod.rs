@@ -38,7 +38,7 @@ pub async fn reopen(dir: &Path) -> Graph {
 }
 
 pub fn request(branch: &str, mode: Mode, batch: &str) -> LoadRequest {
-    LoadRequest { branch: branch.into(), from: None, mode, actor: "tester".into(), batch: Arc::new(batch.as_bytes().to_vec()) }
+    LoadRequest { branch: branch.into(), from: None, mode, strict: true, actor: "tester".into(), batch: Arc::new(batch.as_bytes().to_vec()), batch_key: None }
 }
 
 pub async fn load(graph: &Graph, branch: &str, mode: Mode, batch: &str) -> Result<Receipt, EngineError> {
@@ -59,7 +59,7 @@ pub async fn export(graph: &Graph, branch: &str, at: Option<u64>) -> String {
     graph
         .export(branch, at, |chunk| {
             text.push_str(&chunk);
-            Ok(())
+            std::future::ready(Ok(()))
         })
         .await
         .expect("export");

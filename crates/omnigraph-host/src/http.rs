@@ -1,0 +1,630 @@
+//! The HTTP API (SPEC §6) over every graph under one root.
+//!
+//! A load is handled in the order SPEC §6 and docs/ARCHITECTURE.md give:
+//! authenticate → resolve the graph → authorize → branch check → content
+//! type → `Content-Length` bound → read the body within the bound → per-actor
+//! admission → validate (wasmtime) → stateful checks → commit. A refused
+//! request's body is never read.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use omnigraph_validate_wasm::{Limits, Mode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::OpenApi;
+
+use crate::auth::{Actor, Auth, AuthError, Permission};
+use crate::error::EngineError;
+use crate::graph::{EngineConfig, Graph, LoadRequest, Receipt};
+use crate::limits::{DEFAULT_MAX_LOADS_PER_ACTOR, RETRY_AFTER_SECONDS};
+use crate::manifest::{GRAPH_INFO_PATH, MAIN_BRANCH, check_branch_name};
+use crate::metrics::Metrics;
+use crate::storage::{GraphRoot, StorageOptions};
+use crate::validator::Validator;
+
+/// The placeholder page served at `/` until the upload page lands.
+const INDEX_HTML: &str = include_str!("../../../web/index.html");
+
+/// How the server runs.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// A local directory or `s3://bucket/prefix`; each graph is `<root>/<id>`.
+    pub root: String,
+    pub storage: StorageOptions,
+    pub auth: Auth,
+    pub engine: EngineConfig,
+    /// Bounds of one batch (the body bound is `limits.max_batch_bytes`).
+    pub limits: Limits,
+    /// Loads one actor may have in flight; more are answered 429.
+    pub max_loads_per_actor: usize,
+}
+
+impl ServerConfig {
+    pub fn new(root: String, auth: Auth) -> ServerConfig {
+        ServerConfig {
+            root,
+            storage: StorageOptions::new(),
+            auth,
+            engine: EngineConfig::default(),
+            limits: Limits::default(),
+            max_loads_per_actor: DEFAULT_MAX_LOADS_PER_ACTOR,
+        }
+    }
+}
+
+pub struct AppState {
+    config: ServerConfig,
+    validator: Arc<Validator>,
+    graphs: tokio::sync::Mutex<HashMap<String, Arc<Graph>>>,
+    in_flight: Mutex<HashMap<String, usize>>,
+    pub metrics: Metrics,
+}
+
+/// An error answer: `{"error", "code", "details"?}`.
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Option<Value>,
+    retry_after: bool,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), details: None, retry_after: false }
+    }
+
+    fn details(mut self, details: Value) -> ApiError {
+        self.details = Some(details);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": self.message, "code": self.code});
+        if let Some(d) = self.details {
+            body["details"] = d;
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> ApiError {
+        match e {
+            AuthError::Unauthenticated => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "a valid bearer token is required")
+            }
+            AuthError::Forbidden { actor, permission } => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("actor {actor:?} lacks the {} permission on this graph", permission.as_str()),
+            ),
+        }
+    }
+}
+
+fn report_value(report_json: &str) -> Value {
+    serde_json::from_str(report_json).unwrap_or(Value::Null)
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> ApiError {
+        let message = e.to_string();
+        let code = e.code();
+        let status = match &e {
+            EngineError::InvalidBranchName(_) => StatusCode::BAD_REQUEST,
+            EngineError::NoGraph(_) | EngineError::BranchNotFound(_) | EngineError::CommitNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            EngineError::GraphExists(_) | EngineError::BranchExists(_) | EngineError::CommitConflict { .. } => {
+                StatusCode::CONFLICT
+            }
+            EngineError::Invalid { report_json } => {
+                let report = report_value(report_json);
+                let bound = report["errors"].as_array().and_then(|errors| errors.iter().find_map(|d| d.get("limit")).cloned());
+                return match bound {
+                    Some(limit) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "bound_exceeded", message)
+                        .details(json!({"resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"], "report": report})),
+                    None => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).details(json!({"report": report})),
+                };
+            }
+            EngineError::Rejected { report_json, conflicts } => {
+                let status = if code == "key_conflict" { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
+                return ApiError::new(status, code, message)
+                    .details(json!({"report": report_value(report_json), "conflicts": conflicts}));
+            }
+            EngineError::Validator(crate::validator::ValidatorError::InputTooLarge { bytes, limit }) => {
+                return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "bound_exceeded", message)
+                    .details(json!({"resource": "validator_memory", "limit": limit, "actual": bytes}));
+            }
+            EngineError::LeaseBusy { .. } | EngineError::LeaseExpired | EngineError::Validator(_) => {
+                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+                e.retry_after = true;
+                return e;
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+impl AppState {
+    pub fn new(config: ServerConfig, validator: Arc<Validator>) -> Arc<AppState> {
+        Arc::new(AppState {
+            config,
+            validator,
+            graphs: tokio::sync::Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+        })
+    }
+
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Actor, ApiError> {
+        Ok(self.config.auth.authenticate(headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes))?)
+    }
+
+    /// The graph `id`, opened once and kept.
+    async fn graph(&self, id: &str) -> Result<Arc<Graph>, ApiError> {
+        let not_found = || ApiError::new(StatusCode::NOT_FOUND, "graph_not_found", format!("no graph {id:?}"));
+        check_branch_name(id).map_err(|_| not_found())?;
+        let mut graphs = self.graphs.lock().await;
+        if let Some(g) = graphs.get(id) {
+            return Ok(g.clone());
+        }
+        let location = format!("{}/{id}", self.config.root.trim_end_matches('/'));
+        // Opening a local root creates its directory: look first.
+        if !location.contains("://") && !std::path::Path::new(&location).join(GRAPH_INFO_PATH).exists() {
+            return Err(not_found());
+        }
+        let root = GraphRoot::new(&location, self.config.storage.clone())?;
+        let graph = match Graph::open(root, self.validator.clone(), self.config.engine.clone()).await {
+            Ok(g) => Arc::new(g),
+            Err(EngineError::NoGraph(_)) => return Err(not_found()),
+            Err(e) => return Err(e.into()),
+        };
+        graphs.insert(id.to_owned(), graph.clone());
+        Ok(graph)
+    }
+
+    /// Counts a load against its actor's admission; the guard releases it.
+    fn admit(self: &Arc<Self>, actor: &str) -> Result<Admission, ApiError> {
+        let mut in_flight = self.in_flight.lock().expect("admission lock");
+        let n = in_flight.entry(actor.to_owned()).or_default();
+        if *n >= self.config.max_loads_per_actor {
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_loads",
+                format!("actor {actor:?} already has {n} loads in flight (limit {})", self.config.max_loads_per_actor),
+            );
+            e.retry_after = true;
+            return Err(e);
+        }
+        *n += 1;
+        Ok(Admission { state: self.clone(), actor: actor.to_owned() })
+    }
+}
+
+struct Admission {
+    state: Arc<AppState>,
+    actor: String,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Some(n) = self.state.in_flight.lock().expect("admission lock").get_mut(&self.actor) {
+            *n -= 1;
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LoadQuery {
+    /// Target branch (default `main`).
+    branch: Option<String>,
+    /// Fork the branch from this one if it does not exist.
+    from: Option<String>,
+    /// `merge` (default), `append` or `overwrite`.
+    mode: Option<String>,
+    /// The client's name for this batch, kept in the commit (resumable clients).
+    batch_key: Option<String>,
+}
+
+impl LoadQuery {
+    /// A strict load of `batch` as the query describes it.
+    fn request(&self, mode: Mode, actor: &Actor, batch: Bytes) -> LoadRequest {
+        LoadRequest {
+            branch: self.branch.clone().unwrap_or_else(|| MAIN_BRANCH.to_owned()),
+            from: self.from.clone(),
+            mode,
+            strict: true,
+            actor: actor.name.clone(),
+            batch: Arc::new(batch.to_vec()),
+            batch_key: self.batch_key.clone(),
+        }
+    }
+}
+
+fn parse_mode(mode: Option<&str>) -> Result<Mode, ApiError> {
+    match mode.unwrap_or("merge") {
+        "merge" => Ok(Mode::Merge),
+        "append" => Ok(Mode::Append),
+        "overwrite" => Ok(Mode::Overwrite),
+        other => Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_mode", format!("unknown mode {other:?}"))),
+    }
+}
+
+/// Content-Length over the bound is refused before anything is read.
+fn check_content_length(headers: &HeaderMap, limit: u64) -> Result<(), ApiError> {
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+        && len > limit
+    {
+        return Err(too_large(limit, len));
+    }
+    Ok(())
+}
+
+fn too_large(limit: u64, actual: u64) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "batch_bytes_limit", format!("the body exceeds {limit} bytes"))
+        .details(json!({"resource": "batch_bytes", "limit": limit, "actual": actual}))
+}
+
+/// The body, within the server's bound: refused by `Content-Length` before
+/// reading, or cut off while reading a body that runs over.
+async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let limit = state.config.limits.max_batch_bytes;
+    check_content_length(headers, limit)?;
+    read_body(body, limit).await
+}
+
+async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit as usize).await.map_err(|e| {
+        let text = e.to_string();
+        if text.contains("length limit") {
+            // The stream ran over the bound: the actual size is unknown.
+            too_large(limit, limit + 1)
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "body_error", format!("reading the body: {text}"))
+        }
+    })
+}
+
+/// The receipt as the API answers it (SPEC §6).
+fn receipt_json(receipt: &Receipt) -> Value {
+    json!({
+        "branch": receipt.branch,
+        "created": receipt.created_from.is_some(),
+        "base": receipt.created_from,
+        "mode": receipt.mode,
+        "counts": receipt.counts,
+        "commit": receipt.commit.as_ref().map(|c| json!({
+            "id": c.id, "seq": c.seq, "parent_id": c.parent_id, "actor": c.actor, "time": c.time,
+        })),
+        "empty": receipt.commit.is_none(),
+    })
+}
+
+/// The shared tail of both load routes: admission, then the engine.
+async fn run_load(state: &Arc<AppState>, graph: &Graph, actor: &Actor, request: LoadRequest) -> ApiResult {
+    let _admitted = state.admit(&actor.name)?;
+    let bytes = request.batch.len() as u64;
+    match graph.load(request).await {
+        Ok(receipt) => {
+            state.metrics.load("committed", bytes);
+            state.metrics.timings(receipt.timings.validate, receipt.timings.checks, receipt.timings.commit);
+            for (table, c) in &receipt.counts {
+                state.metrics.rows(table, c.inserted + c.updated);
+            }
+            Ok(axum::Json(receipt_json(&receipt)).into_response())
+        }
+        Err(e) => {
+            state.metrics.load(e.code(), bytes);
+            Err(e.into())
+        }
+    }
+}
+
+/// A load's branch must exist, unless it forks from an existing `from`
+/// (which needs `branch_create`).
+async fn check_branch(graph: &Graph, actor: &Actor, id: &str, branch: &str, from: Option<&str>) -> Result<(), ApiError> {
+    if graph.head(branch).await?.is_none() {
+        let Some(base) = from else { return Err(EngineError::BranchNotFound(branch.to_owned()).into()) };
+        actor.require(id, Permission::BranchCreate)?;
+        graph.head(base).await?.ok_or_else(|| EngineError::BranchNotFound(base.to_owned()))?;
+    }
+    Ok(())
+}
+
+/// Authenticate, resolve the graph, authorize: before any body is read.
+async fn authorized(
+    state: &Arc<AppState>,
+    id: &str,
+    headers: &HeaderMap,
+    permission: Permission,
+) -> Result<(Arc<Graph>, Actor), ApiError> {
+    state.metrics.request();
+    let actor = state.authenticate(headers)?;
+    let graph = state.graph(id).await?;
+    actor.require(id, permission)?;
+    Ok((graph, actor))
+}
+
+/// Strict load: the body is NDJSON (SPEC §2).
+#[utoipa::path(post, path = "/graphs/{id}/load/ndjson", params(("id" = String, Path), LoadQuery),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 200, description = "committed (or empty)"), (status = 409, description = "key_conflict / lost CAS"),
+        (status = 413, description = "bound"), (status = 415, description = "content type"), (status = 422, description = "report"),
+        (status = 429, description = "admission")))]
+async fn load_ndjson(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(query): Query<LoadQuery>,
+    request: Request,
+) -> ApiResult {
+    let (parts, body) = request.into_parts();
+    let branch = query.branch.as_deref().unwrap_or(MAIN_BRANCH);
+    let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
+    check_branch(&graph, &actor, &id, branch, query.from.as_deref()).await?;
+    let mode = parse_mode(query.mode.as_deref())?;
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if content_type.split(';').next().map(str::trim) != Some("application/x-ndjson") {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "strict loads take Content-Type: application/x-ndjson",
+        ));
+    }
+    let batch = read_bounded(&state, &parts.headers, body).await?;
+    let request = query.request(mode, &actor, batch);
+    run_load(&state, &graph, &actor, request).await
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+struct CompatBody {
+    branch: Option<String>,
+    from: Option<String>,
+    mode: Option<String>,
+    /// NDJSON text, read leniently (SPEC §2.6).
+    data: String,
+}
+
+/// Compatibility loader (deprecated): `{"branch"?, "from"?, "mode"?, "data"}`.
+#[utoipa::path(post, path = "/graphs/{id}/load", params(("id" = String, Path)), request_body = CompatBody,
+    responses((status = 200, description = "committed; Deprecation and Link headers name the strict route")))]
+async fn load_compat(State(state): State<Arc<AppState>>, Path(id): Path<String>, request: Request) -> ApiResult {
+    let successor = format!("</graphs/{id}/load/ndjson>; rel=\"successor-version\"");
+    let mut response = compat(state, &id, request).await.unwrap_or_else(IntoResponse::into_response);
+    response.headers_mut().insert("deprecation", HeaderValue::from_static("true"));
+    response.headers_mut().insert(header::LINK, HeaderValue::from_str(&successor).expect("ascii link"));
+    Ok(response)
+}
+
+/// The compat route's work; its branch is inside the body, so the branch
+/// check follows the (bounded) body read.
+async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
+    let (parts, body) = request.into_parts();
+    let (graph, actor) = authorized(&state, id, &parts.headers, Permission::Change).await?;
+    let bytes = read_bounded(&state, &parts.headers, body).await?;
+    let parsed: CompatBody = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("compat body: {e}")))?;
+    let branch = parsed.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
+    check_branch(&graph, &actor, id, &branch, parsed.from.as_deref()).await?;
+    let request = LoadRequest {
+        branch,
+        from: parsed.from,
+        mode: parse_mode(parsed.mode.as_deref())?,
+        strict: false,
+        actor: actor.name.clone(),
+        batch: Arc::new(parsed.data.into_bytes()),
+        batch_key: None,
+    };
+    run_load(&state, &graph, &actor, request).await
+}
+
+/// Dry run: the report and the stateful checks against the branch head.
+#[utoipa::path(post, path = "/graphs/{id}/validate", params(("id" = String, Path), LoadQuery),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 200, description = "{ok, report, conflicts, counts}; nothing written")))]
+async fn validate(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(query): Query<LoadQuery>,
+    request: Request,
+) -> ApiResult {
+    let (parts, body) = request.into_parts();
+    let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Read).await?;
+    let batch = read_bounded(&state, &parts.headers, body).await?;
+    let request = query.request(parse_mode(query.mode.as_deref())?, &actor, batch);
+    match graph.dry_run(&request).await {
+        Ok(dry) => Ok(axum::Json(json!({
+            "ok": dry.conflicts.is_empty(),
+            "report": report_value(&dry.report_json),
+            "conflicts": dry.conflicts,
+            "counts": dry.counts,
+        }))
+        .into_response()),
+        Err(EngineError::Invalid { report_json }) => {
+            Ok(axum::Json(json!({"ok": false, "report": report_value(&report_json), "conflicts": [], "counts": {}})).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The schema source, its hash and the compiled catalog.
+#[utoipa::path(get, path = "/graphs/{id}/schema", params(("id" = String, Path)), responses((status = 200, description = "schema")))]
+async fn schema(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
+    Ok(axum::Json(json!({
+        "source": graph.schema_source(),
+        "schema_hash": graph.schema().hash(),
+        "catalog": serde_json::from_str::<Value>(graph.schema().canonical_json()).unwrap_or(Value::Null),
+    }))
+    .into_response())
+}
+
+/// What a client needs to prove it validates with the host's rules.
+#[utoipa::path(get, path = "/graphs/{id}/rules", params(("id" = String, Path)), responses((status = 200, description = "rules")))]
+async fn rules(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
+    Ok(axum::Json(json!({
+        "validator_version": omnigraph_validate_wasm::VALIDATOR_VERSION,
+        "abi_version": omnigraph_validate_wasm::abi::ABI_VERSION,
+        "validator_sha256": graph.validator().artifact_sha256(),
+        "schema_hash": graph.schema().hash(),
+        "bounds": state.config.limits,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BranchQuery {
+    branch: Option<String>,
+    /// A commit sequence number on the branch (time travel).
+    commit: Option<u64>,
+}
+
+/// Branches with their heads.
+#[utoipa::path(get, path = "/graphs/{id}/branches", params(("id" = String, Path)), responses((status = 200, description = "branches")))]
+async fn list_branches(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
+    let heads = graph.branches().await?;
+    let list: Vec<Value> = heads.iter().map(|c| json!({"name": c.branch, "head": {"id": c.id, "seq": c.seq, "time": c.time, "actor": c.actor}})).collect();
+    Ok(axum::Json(json!({"branches": list})).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+struct NewBranch {
+    name: String,
+    /// The base branch (default `main`).
+    from: Option<String>,
+}
+
+/// Create a branch from a base's head (no data copied).
+#[utoipa::path(post, path = "/graphs/{id}/branches", params(("id" = String, Path)), request_body = NewBranch,
+    responses((status = 201, description = "created"), (status = 409, description = "exists")))]
+async fn create_branch(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let (graph, actor) = authorized(&state, &id, &headers, Permission::BranchCreate).await?;
+    let new: NewBranch = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("branch body: {e}")))?;
+    let commit = graph.create_branch(&new.name, new.from.as_deref().unwrap_or(MAIN_BRANCH), &actor.name).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}}))).into_response())
+}
+
+/// Delete a branch (admin).
+#[utoipa::path(delete, path = "/graphs/{id}/branches/{name}", params(("id" = String, Path), ("name" = String, Path)),
+    responses((status = 200, description = "deleted"), (status = 404, description = "no such branch")))]
+async fn delete_branch(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>, headers: HeaderMap) -> ApiResult {
+    let (graph, actor) = authorized(&state, &id, &headers, Permission::Admin).await?;
+    let tombstone = graph.delete_branch(&name, &actor.name).await?;
+    Ok(axum::Json(json!({"name": name, "deleted_at": {"id": tombstone.id, "seq": tombstone.seq}})).into_response())
+}
+
+/// A branch's commits, newest first.
+#[utoipa::path(get, path = "/graphs/{id}/commits", params(("id" = String, Path), BranchQuery), responses((status = 200, description = "commits")))]
+async fn commits(State(state): State<Arc<AppState>>, Path(id): Path<String>, Query(q): Query<BranchQuery>, headers: HeaderMap) -> ApiResult {
+    let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
+    let log = graph.log(q.branch.as_deref().unwrap_or(MAIN_BRANCH)).await?;
+    Ok(axum::Json(json!({"commits": log})).into_response())
+}
+
+/// Every record of a branch head (or commit) as strict NDJSON, streamed.
+#[utoipa::path(get, path = "/graphs/{id}/export", params(("id" = String, Path), BranchQuery),
+    responses((status = 200, description = "NDJSON", content_type = "application/x-ndjson")))]
+async fn export(State(state): State<Arc<AppState>>, Path(id): Path<String>, Query(q): Query<BranchQuery>, headers: HeaderMap) -> ApiResult {
+    let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
+    let branch = q.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
+    // Resolve first, so a missing branch or commit is a 404, not a cut stream.
+    match q.commit {
+        Some(seq) => graph.commit_at(&branch, seq).await.map(drop)?,
+        None => graph.head(&branch).await?.map(drop).ok_or_else(|| EngineError::BranchNotFound(branch.clone()))?,
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(async move {
+        let sink = tx.clone();
+        let result = graph
+            .export(&branch, q.commit, move |chunk| {
+                let sink = sink.clone();
+                async move { sink.send(Ok(Bytes::from(chunk))).await.map_err(|_| EngineError::Storage("client went away".into())) }
+            })
+            .await;
+        if let Err(e) = result {
+            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|chunk| (chunk, rx)) });
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(stream)).into_response())
+}
+
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text")))]
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "this document")))]
+async fn openapi() -> Response {
+    axum::Json(ApiDoc::openapi()).into_response()
+}
+
+#[utoipa::path(get, path = "/", responses((status = 200, description = "the upload page")))]
+async fn index() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML).into_response()
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "OmniGraph ingest", description = "Validate and commit graph batches (SPEC §6)"),
+    paths(load_ndjson, load_compat, validate, schema, rules, list_branches, create_branch, delete_branch, commits, export,
+        healthz, metrics, openapi, index)
+)]
+pub struct ApiDoc;
+
+/// Every route of SPEC §6.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/graphs/{id}/load/ndjson", post(load_ndjson))
+        .route("/graphs/{id}/load", post(load_compat))
+        .route("/graphs/{id}/validate", post(validate))
+        .route("/graphs/{id}/schema", get(schema))
+        .route("/graphs/{id}/rules", get(rules))
+        .route("/graphs/{id}/branches", get(list_branches).post(create_branch))
+        .route("/graphs/{id}/branches/{name}", delete(delete_branch))
+        .route("/graphs/{id}/commits", get(commits))
+        .route("/graphs/{id}/export", get(export))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .route("/", get(index))
+        // Bodies are bounded per route (read_body); axum's own 2 MiB default would cut loads short.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves; in-flight requests (loads) finish first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

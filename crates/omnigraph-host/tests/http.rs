@@ -1,0 +1,292 @@
+//! The HTTP API against a real server on 127.0.0.1 (random port) over
+//! temporary local graphs, with a real HTTP client.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use omnigraph_host::auth::{Auth, sha256_hex};
+use omnigraph_host::http::{AppState, ServerConfig};
+use serde_json::Value;
+
+struct Server {
+    url: String,
+    addr: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A server over a root holding graph `g` (and `empty`, never loaded).
+async fn start(auth: Auth, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["g", "empty"] {
+        omnigraph_host::Graph::init(root(&dir.path().join(id)), SCHEMA, validator(), config()).await.unwrap();
+    }
+    let mut server_config = ServerConfig::new(dir.path().to_str().unwrap().to_owned(), auth);
+    server_config.engine = config();
+    tweak(&mut server_config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let state = AppState::new(server_config, validator());
+    tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Server { url: format!("http://{addr}"), addr, _dir: dir, _stop: stop }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn post_ndjson(s: &Server, path: &str, body: &str) -> reqwest::Response {
+    client().post(format!("{}{path}", s.url)).header("content-type", "application/x-ndjson").body(body.to_owned()).send().await.unwrap()
+}
+
+async fn json_of(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+fn sample() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples/people.ndjson")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers() {
+    let s = start(Auth::Open, |_| {}).await;
+    let c = client();
+
+    let (status, receipt) = json_of(post_ndjson(&s, "/graphs/g/load/ndjson", &sample()).await).await;
+    assert_eq!(status, 200, "{receipt}");
+    assert_eq!((receipt["branch"].as_str(), receipt["created"].as_bool(), receipt["mode"].as_str()), (Some("main"), Some(false), Some("merge")));
+    assert_eq!(receipt["counts"]["Person"]["inserted"], 2);
+    assert_eq!(receipt["commit"]["seq"], 1);
+    assert_eq!(receipt["commit"]["actor"], "anonymous");
+
+    let compat = c
+        .post(format!("{}/graphs/g/load", s.url))
+        .json(&serde_json::json!({"mode": "merge", "data": "{\"type\":\"Person\",\"data\":{\"name\":\"Cy\",\"age\":\"old\"}} {\"type\":\"Company\",\"data\":{\"name\":\"Co\"}}"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(compat.headers()["deprecation"], "true");
+    assert!(compat.headers()["link"].to_str().unwrap().contains("/graphs/g/load/ndjson"));
+    let (status, body) = json_of(compat).await;
+    assert_eq!(status, 200, "compat coerces a wrong-typed nullable value to null: {body}");
+
+    let (status, dry) = json_of(post_ndjson(&s, "/graphs/g/validate?mode=append", &person("Ada", 1)).await).await;
+    assert_eq!((status, dry["ok"].as_bool()), (200, Some(false)), "{dry}");
+    assert_eq!(dry["conflicts"][0]["code"], "key_conflict");
+
+    let (status, schema) = json_of(c.get(format!("{}/graphs/g/schema", s.url)).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert!(schema["source"].as_str().unwrap().contains("node Person"));
+    assert_eq!(schema["catalog"]["nodes"][0]["name"], "Company");
+    let (_, rules) = json_of(c.get(format!("{}/graphs/g/rules", s.url)).send().await.unwrap()).await;
+    assert_eq!(rules["validator_sha256"], validator().artifact_sha256());
+    assert_eq!(rules["schema_hash"], schema["schema_hash"]);
+    assert_eq!(rules["bounds"]["max_batch_bytes"], 32 * 1024 * 1024);
+
+    let created = c.post(format!("{}/graphs/g/branches", s.url)).json(&serde_json::json!({"name": "dev", "from": "main"})).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let (_, branches) = json_of(c.get(format!("{}/graphs/g/branches", s.url)).send().await.unwrap()).await;
+    let names: Vec<&str> = branches["branches"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["dev", "main"]);
+    assert_eq!(c.delete(format!("{}/graphs/g/branches/dev", s.url)).send().await.unwrap().status(), 200);
+    assert_eq!(c.delete(format!("{}/graphs/g/branches/dev", s.url)).send().await.unwrap().status(), 404);
+
+    let (_, log) = json_of(c.get(format!("{}/graphs/g/commits?branch=main", s.url)).send().await.unwrap()).await;
+    assert_eq!(log["commits"].as_array().unwrap().len(), 3);
+
+    // Export, load it through the strict route into a fresh graph: same export.
+    let exported = c.get(format!("{}/graphs/g/export", s.url)).send().await.unwrap();
+    assert_eq!(exported.headers()["content-type"], "application/x-ndjson");
+    let exported = exported.text().await.unwrap();
+    let loaded = sample().lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(exported.lines().count(), loaded + 2, "{exported}");
+    assert_eq!(post_ndjson(&s, "/graphs/empty/load/ndjson", &exported).await.status(), 200);
+    let again = c.get(format!("{}/graphs/empty/export", s.url)).send().await.unwrap().text().await.unwrap();
+    let sorted = |t: &str| {
+        let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
+        l.sort();
+        l
+    };
+    assert_eq!(sorted(&again), sorted(&exported));
+    let at_one = c.get(format!("{}/graphs/g/export?commit=1", s.url)).send().await.unwrap().text().await.unwrap();
+    assert_eq!(at_one.lines().count(), loaded);
+
+    assert_eq!(c.get(format!("{}/healthz", s.url)).send().await.unwrap().text().await.unwrap(), "ok\n");
+    let metrics = c.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("omnigraph_loads_total{outcome=\"committed\"} 3"), "{metrics}");
+    assert!(metrics.contains("omnigraph_rows_total{table=\"Person\"}") && metrics.contains("omnigraph_commit_seconds_count 3"), "{metrics}");
+    let page = c.get(format!("{}/", s.url)).send().await.unwrap();
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn openapi_lists_every_route() {
+    let s = start(Auth::Open, |_| {}).await;
+    let (_, doc) = json_of(client().get(format!("{}/openapi.json", s.url)).send().await.unwrap()).await;
+    let paths = doc["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/graphs/{id}/load/ndjson", "post"),
+        ("/graphs/{id}/load", "post"),
+        ("/graphs/{id}/validate", "post"),
+        ("/graphs/{id}/schema", "get"),
+        ("/graphs/{id}/rules", "get"),
+        ("/graphs/{id}/branches", "get"),
+        ("/graphs/{id}/branches", "post"),
+        ("/graphs/{id}/branches/{name}", "delete"),
+        ("/graphs/{id}/commits", "get"),
+        ("/graphs/{id}/export", "get"),
+        ("/healthz", "get"),
+        ("/metrics", "get"),
+        ("/openapi.json", "get"),
+        ("/", "get"),
+    ] {
+        assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_codes_follow_the_spec() {
+    let s = start(Auth::Open, |c| c.limits.max_batch_bytes = 4096).await;
+    let c = client();
+    post_ndjson(&s, "/graphs/g/load/ndjson", &person("Ada", 1)).await;
+    let code = |r: (u16, Value)| (r.0, r.1["code"].as_str().unwrap_or("").to_owned(), r.1);
+
+    let (st, cd, _) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson?mode=upsert", &person("A", 1)).await).await);
+    assert_eq!((st, cd.as_str()), (400, "invalid_mode"));
+    let (st, _, _) = code(json_of(post_ndjson(&s, "/graphs/nope/load/ndjson", &person("A", 1)).await).await);
+    assert_eq!(st, 404);
+    let (st, cd, _) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson?branch=ghost", &person("A", 1)).await).await);
+    assert_eq!((st, cd.as_str()), (404, "branch_not_found"));
+    let (st, cd, body) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson?mode=append", &format!("{}{}", person("Ada", 2), person("Bo", 1))).await).await);
+    assert_eq!((st, cd.as_str()), (409, "key_conflict"), "{body}");
+    assert_eq!((body["details"]["conflicts"][0]["type"].as_str(), body["details"]["conflicts"][0]["id"].as_str()), (Some("Person"), Some("Ada")));
+    let (st, cd, body) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson", "{\"type\":\"Persn\"}\n").await).await);
+    assert_eq!((st, cd.as_str()), (422, "validation_failed"));
+    assert_eq!(body["details"]["report"]["errors"][0]["code"], "unknown_type");
+    let (st, cd, _) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson", &knows("k", "Ada", "Nobody")).await).await);
+    assert_eq!((st, cd.as_str()), (422, "stateful_check_failed"));
+    let wrong_type = c.post(format!("{}/graphs/g/load/ndjson", s.url)).header("content-type", "application/json").body(person("A", 1)).send().await.unwrap();
+    assert_eq!(wrong_type.status(), 415);
+    let with_charset = c.post(format!("{}/graphs/g/load/ndjson", s.url)).header("content-type", "application/x-ndjson; charset=utf-8").body(person("Cy", 1)).send().await.unwrap();
+    assert_eq!(with_charset.status(), 200);
+    let big = person("Big", 1).repeat(200);
+    let (st, cd, body) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson", &big).await).await);
+    assert_eq!((st, cd.as_str()), (413, "batch_bytes_limit"), "{body}");
+    assert_eq!((body["details"]["limit"].as_u64(), body["details"]["actual"].as_u64()), (Some(4096), Some(big.len() as u64)));
+    // Chunked (no Content-Length) over the bound: cut off while reading.
+    let addr = s.addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream
+            .write_all(b"POST /graphs/g/load/ndjson HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
+        let line = person("Big", 1);
+        for _ in 0..200 {
+            // The server may stop reading (and answer) at any point.
+            if stream.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes()).is_err() {
+                break;
+            }
+        }
+        let mut answer = vec![0u8; 4096];
+        let n = stream.read(&mut answer).unwrap_or(0);
+        String::from_utf8_lossy(&answer[..n]).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(c.get(format!("{}/healthz", s.url)).send().await.unwrap().status(), 200);
+    let (st, cd, _) = code(json_of(post_ndjson(&s, "/graphs/g/load/ndjson?branch=a%2Fb", &person("A", 1)).await).await);
+    assert_eq!((st, cd.as_str()), (400, "invalid_branch_name"));
+    let dup = c.post(format!("{}/graphs/g/branches", s.url)).json(&serde_json::json!({"name": "main"})).send().await.unwrap();
+    assert_eq!(dup.status(), 409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_with_load_creates_the_branch_only_when_the_load_commits() {
+    let s = start(Auth::Open, |_| {}).await;
+    post_ndjson(&s, "/graphs/g/load/ndjson", &person("Ada", 1)).await;
+    let bad = post_ndjson(&s, "/graphs/g/load/ndjson?branch=try&from=main", &knows("k", "Ada", "Ghost")).await;
+    assert_eq!(bad.status(), 422);
+    let (_, branches) = json_of(client().get(format!("{}/graphs/g/branches", s.url)).send().await.unwrap()).await;
+    assert_eq!(branches["branches"].as_array().unwrap().len(), 1);
+    let (status, receipt) = json_of(post_ndjson(&s, "/graphs/g/load/ndjson?branch=try&from=main", &person("Bo", 2)).await).await;
+    assert_eq!((status, receipt["created"].as_bool()), (200, Some(true)));
+    assert_eq!(receipt["base"]["branch"], "main");
+}
+
+/// Sends a request head promising a body it never sends; the answer must
+/// come anyway (the body was never read).
+fn head_only(addr: std::net::SocketAddr, head: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = stream.read(&mut answer).expect("answered without the body");
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_comes_before_the_body_and_grants_are_enforced() {
+    let config = format!(
+        "[[token]]\nactor = \"reader\"\nsha256 = \"{}\"\ngraphs = {{ g = [\"read\"] }}\n\
+         [[token]]\nactor = \"loader\"\nsha256 = \"{}\"\ngraphs = {{ g = [\"read\", \"change\"] }}\n",
+        sha256_hex(b"read-token"),
+        sha256_hex(b"load-token")
+    );
+    let s = start(Auth::from_toml(&config).unwrap(), |c| c.limits.max_batch_bytes = 1000).await;
+    let addr = s.addr;
+    // No token; a body that would never arrive.
+    let answer = tokio::task::spawn_blocking(move || {
+        head_only(addr, "POST /graphs/g/load/ndjson HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 500\r\n\r\n")
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // Wrong permission: 403, also without reading.
+    let answer = tokio::task::spawn_blocking(move || {
+        head_only(addr, "POST /graphs/g/load/ndjson HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer read-token\r\nContent-Type: application/x-ndjson\r\nContent-Length: 500\r\n\r\n")
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    // Over the bound by Content-Length: 413 before reading.
+    let answer = tokio::task::spawn_blocking(move || {
+        head_only(addr, "POST /graphs/g/load/ndjson HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer load-token\r\nContent-Type: application/x-ndjson\r\nContent-Length: 5000\r\n\r\n")
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    let c = client();
+    let url = format!("{}/graphs/g/load/ndjson", s.url);
+    let load = |token: &'static str| c.post(&url).bearer_auth(token).header("content-type", "application/x-ndjson").body(person("Ada", 1)).send();
+    assert_eq!(load("wrong").await.unwrap().status(), 401);
+    assert_eq!(load("read-token").await.unwrap().status(), 403);
+    let (status, receipt) = json_of(load("load-token").await.unwrap()).await;
+    assert_eq!((status, receipt["commit"]["actor"].as_str()), (200, Some("loader")), "the actor is recorded");
+    assert_eq!(c.get(format!("{}/graphs/g/schema", s.url)).bearer_auth("read-token").send().await.unwrap().status(), 200);
+    assert_eq!(c.get(format!("{}/graphs/empty/schema", s.url)).bearer_auth("read-token").send().await.unwrap().status(), 403);
+    assert_eq!(c.get(format!("{}/graphs/g/schema", s.url)).send().await.unwrap().status(), 401);
+    // Forking needs branch_create.
+    let fork = c.post(format!("{url}?branch=x&from=main")).bearer_auth("load-token").header("content-type", "application/x-ndjson").body(person("B", 1)).send().await.unwrap();
+    assert_eq!(fork.status(), 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_answers_429_with_retry_after() {
+    let s = start(Auth::Open, |c| c.max_loads_per_actor = 0).await;
+    let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("A", 1)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let metrics = client().get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("outcome=\"committed\""), "{metrics}");
+}
