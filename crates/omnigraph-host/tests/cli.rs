@@ -94,3 +94,34 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     assert_eq!(log.len(), batches + 1, "one commit per batch, plus init");
     assert_heads_published(&graph).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_sends_batches_to_a_server_with_a_token() {
+    let config = format!(
+        "[[token]]\nactor = \"cli\"\nsha256 = \"{}\"\ngraphs = {{ g = [\"read\", \"change\"] }}\n",
+        omnigraph_host::auth::sha256_hex(b"t0ken")
+    );
+    let s = start(omnigraph_host::auth::Auth::from_toml(&config).unwrap(), |_| {}).await;
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("f.ndjson");
+    std::fs::write(&file, (0..3).map(file_batch).collect::<String>()).unwrap();
+    let run = |token: &str| {
+        let (url, file, token) = (s.url.clone(), file.clone(), token.to_owned());
+        tokio::task::spawn_blocking(move || {
+            Command::new(BIN)
+                .args(["load", "--server", &url, "--graph", "g", "--token", &token, "--batch-lines", "50"])
+                .arg(&file)
+                .output()
+                .unwrap()
+        })
+    };
+    let denied = run("wrong").await.unwrap();
+    assert_eq!(denied.status.code(), Some(2), "{}", String::from_utf8_lossy(&denied.stderr));
+    let out = run("t0ken").await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let graph = reopen(&s.dir.path().join("g")).await;
+    let log = graph.log("main").await.unwrap();
+    assert_eq!(log.len(), 4, "three batches, three commits");
+    assert!(log.iter().take(3).all(|c| c.actor == "cli" && c.batch_key.is_some()));
+    assert_eq!(counts(&graph, "main").await["Knows"], 30);
+}

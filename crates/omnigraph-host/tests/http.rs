@@ -9,34 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use omnigraph_host::auth::{Auth, sha256_hex};
-use omnigraph_host::http::{AppState, ServerConfig};
 use serde_json::Value;
-
-struct Server {
-    url: String,
-    addr: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-/// A server over a root holding graph `g` (and `empty`, never loaded).
-async fn start(auth: Auth, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    for id in ["g", "empty"] {
-        omnigraph_host::Graph::init(root(&dir.path().join(id)), SCHEMA, validator(), config()).await.unwrap();
-    }
-    let mut server_config = ServerConfig::new(dir.path().to_str().unwrap().to_owned(), auth);
-    server_config.engine = config();
-    tweak(&mut server_config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState::new(server_config, validator());
-    tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    Server { url: format!("http://{addr}"), addr, _dir: dir, _stop: stop }
-}
 
 fn client() -> reqwest::Client {
     reqwest::Client::new()
@@ -289,4 +262,38 @@ async fn admission_answers_429_with_retry_after() {
     assert_eq!(r.headers()["retry-after"], "1");
     let metrics = client().get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
     assert!(!metrics.contains("outcome=\"committed\""), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_an_in_flight_load_finish() {
+    let mut s = start(Auth::Open, |_| {}).await;
+    let body: String = (0..8_000).map(|i| person(&format!("p{i}"), 1)).collect();
+    let url = format!("{}/graphs/g/load/ndjson", s.url);
+    let load = tokio::spawn(async move {
+        client().post(url).header("content-type", "application/x-ndjson").body(body).send().await.unwrap().status()
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    s.stop.take().unwrap().send(()).unwrap();
+    assert_eq!(load.await.unwrap(), 200, "the load in flight was answered");
+    let graph = reopen(&s.dir.path().join("g")).await;
+    assert_eq!(counts(&graph, "main").await["Person"], 8_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_another_host_is_writing_answers_503_with_retry_after() {
+    let s = start(Auth::Open, |c| c.engine.lease_wait = Duration::from_millis(200)).await;
+    // Another host holds the write lease for a while.
+    let lease = s.dir.path().join("g/_graph/lease");
+    std::fs::create_dir_all(&lease).unwrap();
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 60_000;
+    std::fs::write(
+        lease.join(format!("{:020}.json", 999)),
+        format!("{{\"owner\":\"other-host\",\"generation\":999,\"expires_at_ms\":{until}}}"),
+    )
+    .unwrap();
+    let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("A", 1)).await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let (_, body) = json_of(r).await;
+    assert_eq!(body["code"], "graph_busy");
 }

@@ -125,3 +125,31 @@ pub async fn people_per_batch(graph: &omnigraph_host::Graph) -> BTreeMap<usize, 
     per
 }
 
+
+/// A real server on 127.0.0.1 (random port); dropping `stop` shuts it down.
+pub struct Server {
+    pub url: String,
+    pub addr: std::net::SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// A server over a root holding graph `g` (and `empty`, never loaded).
+pub async fn start(auth: omnigraph_host::auth::Auth, tweak: impl FnOnce(&mut omnigraph_host::http::ServerConfig)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["g", "empty"] {
+        omnigraph_host::Graph::init(root(&dir.path().join(id)), SCHEMA, validator(), config()).await.unwrap();
+    }
+    let mut server_config = omnigraph_host::http::ServerConfig::new(dir.path().to_str().unwrap().to_owned(), auth);
+    server_config.engine = config();
+    tweak(&mut server_config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let state = omnigraph_host::http::AppState::new(server_config, validator());
+    tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Server { url: format!("http://{addr}"), addr, dir, stop: Some(stop) }
+}
+
