@@ -29,8 +29,19 @@ use crate::metrics::Metrics;
 use crate::storage::{GraphRoot, StorageOptions};
 use crate::validator::Validator;
 
-/// The placeholder page served at `/` until the upload page lands.
+/// The upload page (`web/`), embedded at build time so the binary serves it
+/// from anywhere.
 const INDEX_HTML: &str = include_str!("../../../web/index.html");
+
+/// Files under `/web/`: path, content type, bytes. The validator is the very
+/// artifact the host runs.
+const ASSETS: [(&str, &str, &[u8]); 5] = [
+    ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/app.js")),
+    ("worker.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/worker.js")),
+    ("style.css", "text/css; charset=utf-8", include_bytes!("../../../web/style.css")),
+    ("pkg/web/validate.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/pkg/web/validate.js")),
+    ("pkg/web/validate_bg.wasm", "application/wasm", crate::validator::ARTIFACT),
+];
 
 /// How the server runs.
 #[derive(Clone)]
@@ -586,16 +597,27 @@ async fn openapi() -> Response {
     axum::Json(ApiDoc::openapi()).into_response()
 }
 
+/// The upload page.
 #[utoipa::path(get, path = "/", responses((status = 200, description = "the upload page")))]
 async fn index() -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML).into_response()
+}
+
+/// The upload page's scripts, styles and the validator module.
+#[utoipa::path(get, path = "/web/{path}", params(("path" = String, Path)),
+    responses((status = 200, description = "the file"), (status = 404, description = "no such file")))]
+async fn asset(Path(path): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == path) {
+        Some((_, content_type, bytes)) => ([(header::CONTENT_TYPE, *content_type)], *bytes).into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no file /web/{path}")).into_response(),
+    }
 }
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "OmniGraph ingest", description = "Validate and commit graph batches (SPEC §6)"),
     paths(load_ndjson, load_compat, validate, schema, rules, list_branches, create_branch, delete_branch, commits, export,
-        healthz, metrics, openapi, index)
+        healthz, metrics, openapi, index, asset)
 )]
 pub struct ApiDoc;
 
@@ -615,6 +637,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .route("/", get(index))
+        .route("/web/{*path}", get(asset))
         // Bodies are bounded per route (read_body); axum's own 2 MiB default would cut loads short.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)

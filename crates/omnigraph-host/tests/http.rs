@@ -98,6 +98,10 @@ async fn every_route_answers() {
     assert!(metrics.contains("omnigraph_rows_total{table=\"Person\"}") && metrics.contains("omnigraph_commit_seconds_count 3"), "{metrics}");
     let page = c.get(format!("{}/", s.url)).send().await.unwrap();
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let wasm = c.get(format!("{}/web/pkg/web/validate_bg.wasm", s.url)).send().await.unwrap();
+    assert_eq!(wasm.headers()["content-type"], "application/wasm");
+    assert_eq!(wasm.bytes().await.unwrap().as_ref(), omnigraph_host::validator::ARTIFACT, "the page gets the host's own validator");
+    assert_eq!(c.get(format!("{}/web/../Cargo.toml", s.url)).send().await.unwrap().status(), 404);
 }
 
 #[tokio::test]
@@ -120,6 +124,7 @@ async fn openapi_lists_every_route() {
         ("/metrics", "get"),
         ("/openapi.json", "get"),
         ("/", "get"),
+        ("/web/{path}", "get"),
     ] {
         assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing");
     }
