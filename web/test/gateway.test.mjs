@@ -2,15 +2,14 @@
 // by `cargo test`; OMNIGRAPH_HOST_BIN overrides where it is).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir, homedir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGateway } from '../edge/gateway.mjs';
+import { HOST_BIN, startHost } from './host.mjs';
 
-const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache/omnigraph-ingest/target');
-const HOST_BIN = process.env.OMNIGRAPH_HOST_BIN ?? join(targetDir, 'debug/omnigraph-host');
 const SAMPLES = new URL('../../samples/', import.meta.url);
 const TOKEN = 'edge-test-token';
 
@@ -25,16 +24,7 @@ before(async () => {
   execFileSync(HOST_BIN, ['init', '--root', join(root, 'graphs', 'g'), new URL('people.pg', SAMPLES).pathname], { stdio: 'ignore' });
   const digest = createHash('sha256').update(TOKEN).digest('hex');
   writeFileSync(join(root, 'auth.toml'), `[[token]]\nactor = "edge-client"\nsha256 = "${digest}"\ngraphs = { "*" = ["read", "change"] }\n`);
-  host = spawn(HOST_BIN, ['serve', '--root', join(root, 'graphs'), '--auth', join(root, 'auth.toml'), '--listen', '127.0.0.1:0']);
-  hostUrl = await new Promise((resolve, reject) => {
-    let seen = '';
-    host.stderr.on('data', (d) => {
-      seen += d;
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(seen);
-      if (m) resolve(m[1]);
-    });
-    host.on('exit', (code) => reject(new Error(`host exited ${code}: ${seen}`)));
-  });
+  ({ url: hostUrl, process: host } = await startHost(['--root', join(root, 'graphs'), '--auth', join(root, 'auth.toml')]));
   gateway = createGateway({ hostUrl });
   gatewayUrl = await listen(gateway);
 });

@@ -3,14 +3,13 @@
 // each state go to tests/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir, homedir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launch } from './browser.mjs';
+import { HOST_BIN, startHost } from './host.mjs';
 
-const targetDir = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache/omnigraph-ingest/target');
-const HOST_BIN = process.env.OMNIGRAPH_HOST_BIN ?? join(targetDir, 'debug/omnigraph-host');
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
 const ARTIFACTS = new URL('../../tests/artifacts/', import.meta.url).pathname;
 
@@ -20,16 +19,7 @@ before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   root = mkdtempSync(join(tmpdir(), 'omnigraph-page-'));
   execFileSync(HOST_BIN, ['init', '--root', join(root, 'g'), join(SAMPLES, 'people.pg')], { stdio: 'ignore' });
-  host = spawn(HOST_BIN, ['serve', '--root', root, '--open', '--listen', '127.0.0.1:0']);
-  hostUrl = await new Promise((resolve, reject) => {
-    let seen = '';
-    host.stderr.on('data', (d) => {
-      seen += d;
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(seen);
-      if (m) resolve(m[1]);
-    });
-    host.on('exit', (code) => reject(new Error(`host exited ${code}: ${seen}`)));
-  });
+  ({ url: hostUrl, process: host } = await startHost(['--root', root, '--open']));
   browser = await launch();
   page = await browser.context.newPage();
   await page.setViewportSize({ width: 1100, height: 900 });
