@@ -67,7 +67,7 @@ fn ms(d: Duration) -> String {
 
 async fn engine_graph(dir: &std::path::Path, validator: Arc<Validator>, durable: bool, base: usize) -> Graph {
     let config = EngineConfig { durable, ..EngineConfig::default() };
-    let root = GraphRoot::new(dir.to_str().unwrap(), Default::default()).unwrap();
+    let root = GraphRoot::create(dir.to_str().unwrap(), Default::default()).unwrap();
     let graph = Graph::init(root, SCHEMA, validator, config).await.unwrap();
     for chunk in (0..base).collect::<Vec<_>>().chunks(BATCH_ROWS) {
         graph.load(request(ndjson(chunk.iter().copied(), 1))).await.unwrap();

@@ -43,7 +43,7 @@ fn main() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let validator = std::sync::Arc::new(Validator::new(RunnerConfig::default()).unwrap());
-        let root = GraphRoot::new(dir.path().join("bench").to_str().unwrap(), Default::default()).unwrap();
+        let root = GraphRoot::create(dir.path().join("bench").to_str().unwrap(), Default::default()).unwrap();
         Graph::init(root, SCHEMA, validator.clone(), EngineConfig::default()).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

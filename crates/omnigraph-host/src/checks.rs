@@ -72,6 +72,12 @@ fn string_scalars<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<ScalarVa
     values.into_iter().map(ScalarValue::from).collect()
 }
 
+/// Which of `ids` the table holds (an indexed lookup on `_id`).
+async fn stored_ids<'a>(ds: &Dataset, ids: impl IntoIterator<Item = &'a str>) -> Result<BTreeSet<String>, EngineError> {
+    let found = tables::lookup(ds, ID_COLUMN, string_scalars(ids), &[ID_COLUMN]).await?;
+    Ok(found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect())
+}
+
 fn conflict(code: &'static str, def: &TypeDef, id: &str, line: Option<u64>, message: String) -> Conflict {
     Conflict { code, type_name: def.name.clone(), id: id.to_owned(), line, message }
 }
@@ -110,9 +116,7 @@ pub async fn run(
             continue;
         }
         if mode == Mode::Append || count_merges {
-            let found = tables::lookup(ds, ID_COLUMN, string_scalars(batch_ids.iter().copied()), &[ID_COLUMN]).await?;
-            let existing: BTreeSet<String> =
-                found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect();
+            let existing = stored_ids(ds, batch_ids.iter().copied()).await?;
             if mode == Mode::Append {
                 for id in &existing {
                     conflicts.push(conflict(
@@ -265,16 +269,11 @@ async fn check_external_refs(
     }
     for (node_type, refs) in by_type {
         let t = schema.type_index(node_type).ok_or_else(|| EngineError::Corrupt(format!("unknown type {node_type}")))?;
-        let stored: HashSet<String> = if overwritten.contains(&t) {
-            HashSet::new()
+        let stored = if overwritten.contains(&t) {
+            BTreeSet::new()
         } else {
             let wanted: BTreeSet<&str> = refs.iter().map(|r| r.id.as_str()).collect();
-            let ds = snapshot.table(t).await?;
-            tables::lookup(ds, ID_COLUMN, string_scalars(wanted), &[ID_COLUMN])
-                .await?
-                .iter()
-                .flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>())
-                .collect()
+            stored_ids(snapshot.table(t).await?, wanted).await?
         };
         for r in refs.iter().filter(|r| !stored.contains(&r.id)) {
             let edge = schema.type_index(&r.edge).map(|e| &schema.types[e]);

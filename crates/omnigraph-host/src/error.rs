@@ -126,6 +126,12 @@ impl From<lance::Error> for EngineError {
     }
 }
 
+impl From<object_store::Error> for EngineError {
+    fn from(e: object_store::Error) -> Self {
+        EngineError::Storage(e.to_string())
+    }
+}
+
 impl From<ValidatorError> for EngineError {
     fn from(e: ValidatorError) -> Self {
         EngineError::Validator(e)

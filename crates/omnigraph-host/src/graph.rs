@@ -15,7 +15,7 @@ use lance::Dataset;
 use lance::dataset::transaction::Operation;
 use lance::datatypes::BlobHandling;
 use omnigraph_validate_wasm::{ID_COLUMN, Mode, Options, Schema, format_timestamp};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::checks::{self, ExternalRef, Snapshot};
 use crate::error::EngineError;
@@ -71,7 +71,7 @@ pub struct LoadRequest {
 }
 
 /// Where a load's time went.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct LoadTimings {
     pub validate: Duration,
     pub checks: Duration,
@@ -80,7 +80,7 @@ pub struct LoadTimings {
 }
 
 /// What a successful load did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Receipt {
     pub branch: String,
     /// The base this load forked the branch from, if it created it.
@@ -88,15 +88,21 @@ pub struct Receipt {
     pub mode: Mode,
     /// The published commit; `None` for an empty batch (nothing committed).
     pub commit: Option<Commit>,
-    pub counts: BTreeMap<String, TableCounts>,
     /// The validator's report (SPEC §3).
     pub report_json: String,
-    #[serde(skip)]
     pub timings: LoadTimings,
 }
 
+impl Receipt {
+    /// Rows inserted/updated/removed per touched table (none for an empty batch).
+    pub fn counts(&self) -> &BTreeMap<String, TableCounts> {
+        const NONE: &BTreeMap<String, TableCounts> = &BTreeMap::new();
+        self.commit.as_ref().map_or(NONE, |c| &c.counts)
+    }
+}
+
 /// A dry run's result: the report and what the stateful checks found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DryRun {
     pub report_json: String,
     pub conflicts: Vec<crate::error::Conflict>,
@@ -331,7 +337,7 @@ impl Graph {
     /// table versions (no data copied).
     pub async fn create_branch(&self, name: &str, from: &str, actor: &str) -> Result<Commit, EngineError> {
         check_branch_name(name)?;
-        self.with_lease(|_| async {
+        self.with_lease(self.config.lease_wait, |_, _| async {
             if self.head(name).await?.is_some() {
                 return Err(EngineError::BranchExists(name.to_owned()));
             }
@@ -353,7 +359,7 @@ impl Graph {
         if name == MAIN_BRANCH {
             return Err(EngineError::InvalidBranchName(format!("{name} (main cannot be deleted)")));
         }
-        self.with_lease(|_| async {
+        self.with_lease(self.config.lease_wait, |_, _| async {
             let head = self.head_or_404(name).await?;
             let tombstone = self.next_commit(name, &head, CommitKind::Delete, actor, None, None).await?;
             if !self.root.put_json_if_absent(&commit_path(name, tombstone.seq), &tombstone).await? {
@@ -375,9 +381,14 @@ impl Graph {
         batch_id: Option<String>,
         mode: Option<Mode>,
     ) -> Result<Commit, EngineError> {
-        let seq = self.latest_commit(branch).await?.map_or(0, |c| c.seq + 1);
-        let lance_branch =
-            if parent.branch == branch { parent.lance_branch.clone() } else { Some(format!("{branch}-{seq}")) };
+        // On its own branch the parent is the head; a fork continues after
+        // whatever the name last held (a deletion).
+        let (seq, lance_branch) = if parent.branch == branch {
+            (parent.seq + 1, parent.lance_branch.clone())
+        } else {
+            let seq = self.latest_commit(branch).await?.map_or(0, |c| c.seq + 1);
+            (seq, Some(format!("{branch}-{seq}")))
+        };
         Ok(Commit {
             id: ulid::Ulid::new().to_string(),
             branch: branch.to_owned(),
@@ -457,22 +468,23 @@ impl Graph {
         let started = Instant::now();
         let validated = self.validate(&req).await?;
         let validate_time = started.elapsed();
-        let mut receipt = self.with_lease(|lease| self.load_leased(&req, &validated, lease)).await?;
+        let mut receipt = self.with_lease(self.config.lease_wait, |lease, _| self.load_leased(&req, &validated, lease)).await?;
         receipt.timings.validate = validate_time;
         Ok(receipt)
     }
 
-    /// Runs `work` holding this process's writer lock and the graph's lease,
-    /// after finishing any interrupted load.
-    async fn with_lease<'s, T, F, Fut>(&'s self, work: F) -> Result<T, EngineError>
+    /// Runs `work` holding this process's writer lock and the graph's lease
+    /// (waiting at most `wait` for it), after finishing any interrupted load;
+    /// `work` learns what that recovery did.
+    async fn with_lease<'s, T, F, Fut>(&'s self, wait: Duration, work: F) -> Result<T, EngineError>
     where
-        F: FnOnce(HeldLease) -> Fut,
+        F: FnOnce(HeldLease, Recovered) -> Fut,
         Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
     {
         let _writer = self.writer.lock().await;
-        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, self.config.lease_wait).await?;
+        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await?;
         let result = match self.recover_leased().await {
-            Ok(_) => work(lease.clone()).await,
+            Ok(recovered) => work(lease.clone(), recovered).await,
             Err(e) => Err(e),
         };
         // Released even after a failure: a recovery record left behind is
@@ -491,7 +503,6 @@ impl Graph {
                 branch: req.branch.clone(),
                 created_from: created_from.clone(),
                 mode: req.mode,
-                counts: commit.as_ref().map(|c| c.counts.clone()).unwrap_or_default(),
                 commit,
                 report_json: validated.report_json.clone(),
                 timings,
@@ -502,7 +513,6 @@ impl Graph {
             let started = Instant::now();
             let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
             let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, false).await?;
-            drop(snapshot);
             timings.checks = started.elapsed();
             if !outcome.conflicts.is_empty() {
                 return Err(EngineError::Rejected {
@@ -586,17 +596,11 @@ impl Graph {
         for (t, one) in staged {
             let def = &self.schema.types[t];
             if !lease.valid_for(self.publish_margin()) {
-                self.roll_back(&record).await?;
-                self.root.delete(RECOVERY_PATH).await?;
-                return Err(EngineError::LeaseExpired);
+                return Err(self.abandon(&record, EngineError::LeaseExpired).await);
             }
             let mut ds = match tables::commit(one).await {
                 Ok(ds) => ds,
-                Err(e) => {
-                    self.roll_back(&record).await?;
-                    self.root.delete(RECOVERY_PATH).await?;
-                    return Err(e);
-                }
+                Err(e) => return Err(self.abandon(&record, e).await),
             };
             fail_point!("after-table-commit");
             tables::maintain_fragments(&mut ds).await?;
@@ -608,9 +612,7 @@ impl Graph {
         timings.sync = synced.elapsed();
         fail_point!("after-sync");
         if !lease.valid_for(self.publish_margin()) {
-            self.roll_back(&record).await?;
-            self.root.delete(RECOVERY_PATH).await?;
-            return Err(EngineError::LeaseExpired);
+            return Err(self.abandon(&record, EngineError::LeaseExpired).await);
         }
         fail_point!("before-publish");
         if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), &commit).await? {
@@ -623,6 +625,19 @@ impl Graph {
         self.root.delete(RECOVERY_PATH).await?;
         fail_point!("after-record-delete");
         Ok(Some(commit))
+    }
+
+    /// Gives up a load after its record was written: rolls its tables back
+    /// and drops the record. Returns `why`, or the rollback's own failure
+    /// (the record then stays for the next writer's recovery).
+    async fn abandon(&self, record: &RecoveryRecord, why: EngineError) -> EngineError {
+        match self.roll_back(record).await {
+            Ok(()) => match self.root.delete(RECOVERY_PATH).await {
+                Ok(()) => why,
+                Err(e) => e,
+            },
+            Err(e) => e,
+        }
     }
 
     /// Lease time a writer must have left to commit a table or publish.
@@ -645,18 +660,11 @@ impl Graph {
     /// Takes the lease (waiting at most `wait`) and finishes any interrupted
     /// load; then rolls back table heads above their published versions.
     pub async fn recover_with_wait(&self, wait: Duration) -> Result<Recovered, EngineError> {
-        let _writer = self.writer.lock().await;
-        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await?;
-        let result = self.recover_leased().await;
-        let settled = match &result {
-            Ok(_) => self.settle_all().await,
-            Err(_) => Ok(()),
-        };
-        let released = lease::release(&self.root, &lease).await;
-        let value = result?;
-        settled?;
-        released?;
-        Ok(value)
+        self.with_lease(wait, |_, recovered| async {
+            self.settle_all().await?;
+            Ok(recovered)
+        })
+        .await
     }
 
     /// Finishes an interrupted load, if a recovery record is present: roll
@@ -669,8 +677,7 @@ impl Graph {
         let mut commit = record.commit.clone();
         let mut landed = true;
         for (name, staged) in &record.staged {
-            let def = &self.schema.types[self.schema.type_index(name).ok_or_else(|| EngineError::Corrupt(format!("record names {name}")))?];
-            match self.find_transaction(&table_path(def.kind, name), staged).await? {
+            match self.find_transaction(&self.recorded_table(name)?, staged).await? {
                 Some(version) => {
                     commit.tables.insert(name.clone(), TablePin { lance_branch: staged.lance_branch.clone(), version });
                 }
@@ -698,6 +705,12 @@ impl Graph {
         Ok(outcome)
     }
 
+    /// The dataset path of a table a recovery record names.
+    fn recorded_table(&self, name: &str) -> Result<String, EngineError> {
+        let t = self.schema.type_index(name).ok_or_else(|| EngineError::Corrupt(format!("the recovery record names {name}")))?;
+        Ok(table_path(self.schema.types[t].kind, name))
+    }
+
     /// The version at which a staged transaction landed, if it did.
     async fn find_transaction(&self, path: &str, staged: &StagedTable) -> Result<Option<u64>, EngineError> {
         let Some(latest) = tables::latest_on(&self.root, path, staged.lance_branch.as_deref()).await? else {
@@ -718,8 +731,7 @@ impl Graph {
     /// Idempotent: a second pass changes nothing.
     async fn roll_back(&self, record: &RecoveryRecord) -> Result<(), EngineError> {
         for (name, staged) in &record.staged {
-            let def = &self.schema.types[self.schema.type_index(name).ok_or_else(|| EngineError::Corrupt(format!("record names {name}")))?];
-            let path = table_path(def.kind, name);
+            let path = self.recorded_table(name)?;
             match (staged.published, staged.lance_branch.as_deref()) {
                 (Some(version), lance_branch) => {
                     self.settle(&path, lance_branch, version).await?;

@@ -24,7 +24,7 @@ use crate::auth::{Actor, Auth, AuthError, Permission};
 use crate::error::EngineError;
 use crate::graph::{EngineConfig, Graph, LoadRequest, Receipt};
 use crate::limits::{DEFAULT_MAX_LOADS_PER_ACTOR, RETRY_AFTER_SECONDS};
-use crate::manifest::{GRAPH_INFO_PATH, MAIN_BRANCH, check_branch_name};
+use crate::manifest::{MAIN_BRANCH, check_branch_name};
 use crate::metrics::Metrics;
 use crate::storage::{GraphRoot, StorageOptions};
 use crate::validator::Validator;
@@ -198,12 +198,11 @@ impl AppState {
             return Ok(g.clone());
         }
         let location = format!("{}/{id}", self.config.root.trim_end_matches('/'));
-        // Opening a local root creates its directory: look first.
-        if !location.contains("://") && !std::path::Path::new(&location).join(GRAPH_INFO_PATH).exists() {
-            return Err(not_found());
-        }
-        let root = GraphRoot::new(&location, self.config.storage.clone())?;
-        let graph = match Graph::open(root, self.validator.clone(), self.config.engine.clone()).await {
+        let opened = match GraphRoot::new(&location, self.config.storage.clone()) {
+            Ok(root) => Graph::open(root, self.validator.clone(), self.config.engine.clone()).await,
+            Err(e) => Err(e),
+        };
+        let graph = match opened {
             Ok(g) => Arc::new(g),
             Err(EngineError::NoGraph(_)) => return Err(not_found()),
             Err(e) => return Err(e.into()),
@@ -322,7 +321,7 @@ fn receipt_json(receipt: &Receipt) -> Value {
         "created": receipt.created_from.is_some(),
         "base": receipt.created_from,
         "mode": receipt.mode,
-        "counts": receipt.counts,
+        "counts": receipt.counts(),
         "commit": receipt.commit.as_ref().map(|c| json!({
             "id": c.id, "seq": c.seq, "parent_id": c.parent_id, "actor": c.actor, "time": c.time,
         })),
@@ -338,7 +337,7 @@ async fn run_load(state: &Arc<AppState>, graph: &Graph, actor: &Actor, request: 
         Ok(receipt) => {
             state.metrics.load("committed", bytes);
             state.metrics.timings(receipt.timings.validate, receipt.timings.checks, receipt.timings.commit);
-            for (table, c) in &receipt.counts {
+            for (table, c) in receipt.counts() {
                 state.metrics.rows(table, c.inserted + c.updated);
             }
             Ok(axum::Json(receipt_json(&receipt)).into_response())

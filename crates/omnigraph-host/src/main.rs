@@ -239,6 +239,11 @@ impl RootArgs {
         GraphRoot::new(&self.root, storage_options(self))
     }
 
+    /// The root for a new graph (a local directory is created).
+    fn create_root(&self) -> Result<GraphRoot, EngineError> {
+        GraphRoot::create(&self.root, storage_options(self))
+    }
+
     async fn open(&self) -> Result<Graph, EngineError> {
         Graph::open(self.open_root()?, validator()?, engine_config(self.lease_ttl_ms)).await
     }
@@ -288,7 +293,7 @@ async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Init { root, schema } => {
             let source = String::from_utf8(read(&schema)?).map_err(|_| operational("the schema is not UTF-8"))?;
-            let graph = Graph::init(root.open_root()?, &source, validator()?, engine_config(root.lease_ttl_ms)).await?;
+            let graph = Graph::init(root.create_root()?, &source, validator()?, engine_config(root.lease_ttl_ms)).await?;
             eprintln!("created graph at {} (schema {})", graph.root().uri(), graph.schema().hash());
         }
         Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes } => {
@@ -487,18 +492,19 @@ async fn load_file(
     batch_lines: usize,
     batch_bytes: u64,
 ) -> Result<(), Failure> {
-    let batches = split_batches(data, batch_lines, batch_bytes as usize).map_err(operational)?;
+    let digest = omnigraph_host::auth::sha256_hex(data);
     let checkpoint_path = Checkpoint::path_for(file);
     let mut checkpoint = match (resume, Checkpoint::read(&checkpoint_path).map_err(operational)?) {
-        (true, Some(previous)) => {
-            if previous.file_sha256 != omnigraph_host::auth::sha256_hex(data) {
-                return Err(operational("--resume: the file changed since the interrupted run"));
-            }
-            previous
+        (true, Some(previous)) if previous.file_sha256 != digest => {
+            return Err(operational("--resume: the file changed since the interrupted run"));
         }
+        // A resumed run splits exactly as the interrupted one did, whatever
+        // bounds it is given now: batch numbers must mean the same lines.
+        (true, Some(previous)) => previous,
         (true, None) => return Err(operational(format!("--resume: no checkpoint at {}", checkpoint_path.display()))),
-        (false, _) => Checkpoint::new(omnigraph_host::auth::sha256_hex(data), batches.len()),
+        (false, _) => Checkpoint::new(digest, batch_lines, batch_bytes as usize),
     };
+    let batches = split_batches(data, checkpoint.batch_lines, checkpoint.batch_bytes).map_err(operational)?;
     // A batch may have committed after the last checkpoint write: the
     // graph's log knows (each commit carries its batch key).
     let committed = target.committed_keys(branch).await?;
@@ -541,13 +547,10 @@ async fn load_file(
 
 async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), Failure> {
     let demo = RootArgs { root: format!("{}/demo", root.root.trim_end_matches('/')), ..root.clone() };
-    let graph = match demo.open_root()?.local_dir() {
-        Some(dir) if dir.join("_graph/graph.json").exists() => return Ok(()),
-        _ => match Graph::init(demo.open_root()?, DEMO_SCHEMA, validator, EngineConfig::default()).await {
-            Ok(g) => g,
-            Err(EngineError::GraphExists(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        },
+    let graph = match Graph::init(demo.create_root()?, DEMO_SCHEMA, validator, engine_config(demo.lease_ttl_ms)).await {
+        Ok(g) => g,
+        Err(EngineError::GraphExists(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
     };
     let request = LoadRequest {
         branch: "main".into(),

@@ -38,14 +38,16 @@ pub struct Checkpoint {
     /// Names the run; each batch's key is `<run>:<n>` and is stored in its commit.
     pub run: String,
     pub file_sha256: String,
-    pub batches: usize,
+    /// The bounds the file was split with (`split_batches`).
+    pub batch_lines: usize,
+    pub batch_bytes: usize,
     /// The first batch not known to be committed.
     pub next_batch: usize,
 }
 
 impl Checkpoint {
-    pub fn new(file_sha256: String, batches: usize) -> Checkpoint {
-        Checkpoint { run: ulid::Ulid::new().to_string(), file_sha256, batches, next_batch: 0 }
+    pub fn new(file_sha256: String, batch_lines: usize, batch_bytes: usize) -> Checkpoint {
+        Checkpoint { run: ulid::Ulid::new().to_string(), file_sha256, batch_lines, batch_bytes, next_batch: 0 }
     }
 
     pub fn path_for(file: &Path) -> PathBuf {
@@ -113,9 +115,9 @@ mod tests {
 
     #[test]
     fn catch_up_skips_batches_the_log_shows_committed() {
-        let mut c = Checkpoint::new("x".into(), 10);
+        let mut c = Checkpoint::new("x".into(), 10, 100);
         c.next_batch = 2;
-        let other = Checkpoint::new("x".into(), 10);
+        let other = Checkpoint::new("x".into(), 10, 100);
         c.catch_up(&[c.key(0), c.key(3), other.key(7), "junk".into()]);
         assert_eq!(c.next_batch, 4);
     }

@@ -49,10 +49,18 @@ impl std::fmt::Debug for GraphRoot {
 pub type StorageOptions = HashMap<String, String>;
 
 impl GraphRoot {
-    /// Opens a root given as a local path (created if missing) or an
-    /// `s3://bucket/prefix` URI.
+    /// A root for a new graph: like [`GraphRoot::new`], creating a missing
+    /// local directory first.
+    pub fn create(location: &str, options: StorageOptions) -> Result<GraphRoot, EngineError> {
+        if !location.contains("://") {
+            std::fs::create_dir_all(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
+        }
+        GraphRoot::new(location, options)
+    }
+
+    /// Opens a root given as a local path or an `s3://bucket/prefix` URI. A
+    /// local directory that does not exist holds no graph (`NoGraph`).
     pub fn new(location: &str, options: StorageOptions) -> Result<GraphRoot, EngineError> {
-        let storage = |e: object_store::Error| EngineError::Storage(e.to_string());
         if let Some(rest) = location.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             let prefix = prefix.trim_end_matches('/');
@@ -65,7 +73,7 @@ impl GraphRoot {
                     key.parse().map_err(|_| EngineError::InvalidRoot(format!("unknown storage option {key}")))?;
                 builder = builder.with_config(key, value);
             }
-            let s3: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(storage)?);
+            let s3: Arc<dyn ObjectStore> = Arc::new(builder.build()?);
             let store: Arc<dyn ObjectStore> =
                 if prefix.is_empty() { s3 } else { Arc::new(PrefixStore::new(s3, prefix)) };
             let uri = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
@@ -74,9 +82,11 @@ impl GraphRoot {
         if location.contains("://") {
             return Err(EngineError::InvalidRoot(format!("{location}: only local paths and s3:// are supported")));
         }
-        std::fs::create_dir_all(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
-        let dir = std::fs::canonicalize(location).map_err(|e| EngineError::Storage(format!("{location}: {e}")))?;
-        let store = LocalFileSystem::new_with_prefix(&dir).map_err(storage)?.with_fsync(true);
+        let dir = std::fs::canonicalize(location).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => EngineError::NoGraph(location.to_owned()),
+            _ => EngineError::Storage(format!("{location}: {e}")),
+        })?;
+        let store = LocalFileSystem::new_with_prefix(&dir)?.with_fsync(true);
         Ok(GraphRoot {
             uri: dir.display().to_string(),
             local_dir: Some(dir),
@@ -110,12 +120,26 @@ impl GraphRoot {
         }
     }
 
+    /// Opens a table's latest version on Lance's main branch.
     pub async fn open_table(&self, relative: &str) -> Result<Dataset, EngineError> {
-        Ok(DatasetBuilder::from_uri(&self.table_uri(relative))
+        Ok(self.table_builder(relative).load().await?)
+    }
+
+    /// Opens a table at `version` of a Lance branch (`None` = main) in one
+    /// manifest read.
+    pub async fn open_table_at(&self, relative: &str, lance_branch: Option<&str>, version: u64) -> Result<Dataset, EngineError> {
+        let builder = self.table_builder(relative);
+        let builder = match lance_branch {
+            Some(branch) => builder.with_branch(branch, Some(version)),
+            None => builder.with_version(version),
+        };
+        Ok(builder.load().await?)
+    }
+
+    fn table_builder(&self, relative: &str) -> DatasetBuilder {
+        DatasetBuilder::from_uri(&self.table_uri(relative))
             .with_storage_options(self.options.clone())
             .with_session(self.session.clone())
-            .load()
-            .await?)
     }
 
     /// Writes an object only if it does not exist (the graph's compare-and-swap).
@@ -125,7 +149,7 @@ impl GraphRoot {
         match self.store.put_opts(&ObjectPath::from(path), PutPayload::from(bytes), options).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(EngineError::Storage(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -135,15 +159,15 @@ impl GraphRoot {
 
     /// Writes (or replaces) an object: only for objects one lease holder owns.
     pub async fn put(&self, path: &str, bytes: Vec<u8>) -> Result<(), EngineError> {
-        self.store.put(&ObjectPath::from(path), PutPayload::from(bytes)).await.map_err(|e| EngineError::Storage(e.to_string()))?;
+        self.store.put(&ObjectPath::from(path), PutPayload::from(bytes)).await?;
         Ok(())
     }
 
     pub async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, EngineError> {
         match self.store.get(&ObjectPath::from(path)).await {
-            Ok(found) => Ok(Some(found.bytes().await.map_err(|e| EngineError::Storage(e.to_string()))?.to_vec())),
+            Ok(found) => Ok(Some(found.bytes().await?.to_vec())),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(EngineError::Storage(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -160,34 +184,26 @@ impl GraphRoot {
         match self.store.head(&ObjectPath::from(path)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(EngineError::Storage(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), EngineError> {
         match self.store.delete(&ObjectPath::from(path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(EngineError::Storage(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Names of the objects directly under `prefix` (not recursive).
     pub async fn list_names(&self, prefix: &str) -> Result<Vec<String>, EngineError> {
-        let listed = self
-            .store
-            .list_with_delimiter(Some(&ObjectPath::from(prefix)))
-            .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        let listed = self.store.list_with_delimiter(Some(&ObjectPath::from(prefix))).await?;
         Ok(listed.objects.into_iter().filter_map(|o| o.location.filename().map(str::to_owned)).collect())
     }
 
     /// Names of the "directories" directly under `prefix`.
     pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, EngineError> {
-        let listed = self
-            .store
-            .list_with_delimiter(Some(&ObjectPath::from(prefix)))
-            .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        let listed = self.store.list_with_delimiter(Some(&ObjectPath::from(prefix))).await?;
         Ok(listed.common_prefixes.into_iter().filter_map(|p| p.filename().map(str::to_owned)).collect())
     }
 }

@@ -81,8 +81,7 @@ pub async fn create(root: &GraphRoot, def: &TypeDef, path: &str) -> Result<Datas
 
 /// Opens a table at a commit's pin.
 pub async fn open_pinned(root: &GraphRoot, path: &str, pin: &TablePin) -> Result<Dataset, EngineError> {
-    let ds = root.open_table(path).await?;
-    Ok(ds.checkout_version((pin.lance_branch.as_deref(), Some(pin.version))).await?)
+    root.open_table_at(path, pin.lance_branch.as_deref(), pin.version).await
 }
 
 /// The latest version of a Lance branch (`None` = main), or `None` if the
@@ -90,11 +89,7 @@ pub async fn open_pinned(root: &GraphRoot, path: &str, pin: &TablePin) -> Result
 pub async fn latest_on(root: &GraphRoot, path: &str, lance_branch: Option<&str>) -> Result<Option<Dataset>, EngineError> {
     let ds = root.open_table(path).await?;
     match lance_branch {
-        None => {
-            let mut ds = ds;
-            ds.checkout_latest().await?;
-            Ok(Some(ds))
-        }
+        None => Ok(Some(ds)),
         Some(b) => {
             if !ds.list_branches().await?.contains_key(b) {
                 return Ok(None);

@@ -134,7 +134,7 @@ async fn invalid_and_empty_batches_commit_nothing() {
         other => panic!("{other:?}"),
     }
     let r = load(&g, "main", Mode::Merge, "\n\n").await.unwrap();
-    assert!(r.commit.is_none() && r.counts.is_empty());
+    assert!(r.commit.is_none() && r.counts().is_empty());
     assert_eq!(g.head("main").await.unwrap().unwrap(), head);
     assert!(matches!(load(&g, "nope", Mode::Merge, &person("A", 1)).await, Err(EngineError::BranchNotFound(_))));
 }

@@ -26,7 +26,7 @@ pub fn config() -> EngineConfig {
 }
 
 pub fn root(dir: &Path) -> GraphRoot {
-    GraphRoot::new(dir.to_str().unwrap(), Default::default()).unwrap()
+    GraphRoot::create(dir.to_str().unwrap(), Default::default()).unwrap()
 }
 
 pub async fn init(dir: &Path) -> Graph {
