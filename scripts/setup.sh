@@ -2,7 +2,8 @@
 # Installs what this project needs on a fresh machine of its kind, idempotently:
 # the pinned toolchain's wasm32 target, protoc (Lance's build), Debian's
 # Chromium (browser tests), the web/ node packages and a Python venv with
-# pylance (the external-reader test). scripts/build-wasm.sh adds wasm-bindgen
+# pylance (the external-reader test) and moto[server] (the local
+# S3-compatible server of the S3 suite). scripts/build-wasm.sh adds wasm-bindgen
 # and wasm-pack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,12 @@ if ! "$PYVENV/bin/python" -c "import lance, sys; sys.exit(lance.__version__ != '
   echo "setup: installing pylance $PYLANCE_VERSION into $PYVENV"
   python3 -m venv "$PYVENV"
   "$PYVENV/bin/pip" install -q "pylance==$PYLANCE_VERSION"
+fi
+MOTO_VERSION=5.2.1  # honours If-None-Match: * on PUT (docs/reliability.md)
+if ! "$PYVENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') != '$MOTO_VERSION')" 2>/dev/null \
+  || [ ! -x "$PYVENV/bin/moto_server" ]; then
+  echo "setup: installing moto[server] $MOTO_VERSION into $PYVENV"
+  "$PYVENV/bin/pip" install -q "moto[server]==$MOTO_VERSION"
 fi
 
 if [ ! -x /usr/bin/chromium ]; then

@@ -26,12 +26,28 @@ if [ -n "$(git status --porcelain -- web/pkg 2>/dev/null)" ]; then
   echo "warning: web/pkg changed; commit it with the source change that caused it" >&2
 fi
 
-echo "== cargo test (workspace: rule book, wasmtime runner and parity, commit engine with crash points)"
+echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points)"
 cargo test --locked --workspace --features omnigraph-host/failpoints
+
+echo "== the engine, crash, process, CLI, HTTP and multi-host suites again on S3 (moto on 127.0.0.1)"
+PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
+moto_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+moto_log="$(mktemp)"
+"$PYVENV/bin/moto_server" -H 127.0.0.1 -p "$moto_port" >"$moto_log" 2>&1 &
+moto_pid=$!
+cleanup() { kill "$moto_pid" 2>/dev/null || true; rm -rf "${graph_dir:-}" "$moto_log"; }
+trap cleanup EXIT
+for _ in $(seq 100); do
+  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$moto_port/')" 2>/dev/null && break
+  kill -0 "$moto_pid" 2>/dev/null || { cat "$moto_log" >&2; echo "moto_server did not start" >&2; exit 1; }
+  sleep 0.2
+done
+OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
+  cargo test --locked -p omnigraph-host --features failpoints \
+  --test engine --test crash --test kill --test processes --test cli --test http
 
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"
-trap 'rm -rf "$graph_dir"' EXIT
 host="$CARGO_TARGET_DIR/debug/omnigraph-host"
 "$host" init --root "$graph_dir/g" samples/people.pg
 "$host" load --root "$graph_dir/g" samples/people.ndjson >/dev/null

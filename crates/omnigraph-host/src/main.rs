@@ -30,17 +30,25 @@ struct RootArgs {
     /// The graph root: a local directory or s3://bucket/prefix.
     #[arg(long)]
     root: String,
+    #[command(flatten)]
+    s3: S3Args,
+    /// Write lease duration in milliseconds (a crashed writer blocks others this long).
+    #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
+    lease_ttl_ms: Option<u64>,
+}
+
+/// Options of `s3://` roots; credentials come from `AWS_ACCESS_KEY_ID` and
+/// `AWS_SECRET_ACCESS_KEY` (docs/storage.md).
+#[derive(clap::Args, Clone, Default)]
+struct S3Args {
     /// S3 endpoint (S3-compatible servers), e.g. http://127.0.0.1:9000.
     #[arg(long, env = "OMNIGRAPH_S3_ENDPOINT")]
     s3_endpoint: Option<String>,
     #[arg(long, env = "OMNIGRAPH_S3_REGION")]
     s3_region: Option<String>,
     /// Allow plain-HTTP S3 endpoints.
-    #[arg(long)]
+    #[arg(long, env = "OMNIGRAPH_S3_ALLOW_HTTP")]
     s3_allow_http: bool,
-    /// Write lease duration in milliseconds (a crashed writer blocks others this long).
-    #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
-    lease_ttl_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -149,6 +157,8 @@ enum Command {
         batch_bytes: u64,
         #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
         lease_ttl_ms: Option<u64>,
+        #[command(flatten)]
+        s3: S3Args,
     },
     /// Print every record of a branch (or of commit --at) as NDJSON.
     Export {
@@ -207,15 +217,15 @@ fn operational(e: impl std::fmt::Display) -> Failure {
     Failure::Operational(format!("error: {e}"))
 }
 
-fn storage_options(root: &RootArgs) -> StorageOptions {
+fn storage_options(s3: &S3Args) -> StorageOptions {
     let mut options = StorageOptions::new();
-    if let Some(e) = &root.s3_endpoint {
+    if let Some(e) = &s3.s3_endpoint {
         options.insert("aws_endpoint".into(), e.clone());
     }
-    if let Some(r) = &root.s3_region {
+    if let Some(r) = &s3.s3_region {
         options.insert("aws_region".into(), r.clone());
     }
-    if root.s3_allow_http {
+    if s3.s3_allow_http {
         options.insert("aws_allow_http".into(), "true".into());
     }
     for (key, env) in [("aws_access_key_id", "AWS_ACCESS_KEY_ID"), ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY")] {
@@ -236,12 +246,12 @@ fn engine_config(lease_ttl_ms: Option<u64>) -> EngineConfig {
 
 impl RootArgs {
     fn open_root(&self) -> Result<GraphRoot, EngineError> {
-        GraphRoot::new(&self.root, storage_options(self))
+        GraphRoot::new(&self.root, storage_options(&self.s3))
     }
 
     /// The root for a new graph (a local directory is created).
     fn create_root(&self) -> Result<GraphRoot, EngineError> {
-        GraphRoot::create(&self.root, storage_options(self))
+        GraphRoot::create(&self.root, storage_options(&self.s3))
     }
 
     async fn open(&self) -> Result<Graph, EngineError> {
@@ -312,7 +322,7 @@ async fn run(command: Command) -> Result<(), Failure> {
                 ensure_demo(&root, validator.clone()).await?;
             }
             let mut config = ServerConfig::new(root.root.clone(), auth);
-            config.storage = storage_options(&root);
+            config.storage = storage_options(&root.s3);
             config.engine = engine_config(root.lease_ttl_ms);
             config.max_loads_per_actor = max_loads_per_actor;
             if let Some(bytes) = max_batch_bytes {
@@ -333,14 +343,14 @@ async fn run(command: Command) -> Result<(), Failure> {
                 ValidateOutcome::OptionsError(e) => return Err(operational(e)),
             }
         }
-        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms } => {
+        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms, s3 } => {
             let data = read(&file)?;
             let limits = Limits::default();
             let batch_lines = batch_lines.clamp(1, limits.max_table_rows as usize);
             let batch_bytes = batch_bytes.clamp(1, limits.max_batch_bytes);
             let target = match (&root, &server) {
                 (Some(root), _) => {
-                    let root = RootArgs { root: root.clone(), s3_endpoint: None, s3_region: None, s3_allow_http: false, lease_ttl_ms };
+                    let root = RootArgs { root: root.clone(), s3, lease_ttl_ms };
                     Target::Local(root.open().await?)
                 }
                 (None, Some(url)) => Target::Server {

@@ -51,8 +51,8 @@ fn file_batch(n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(init(dir.path()).await);
+    let dir = place().await;
+    drop(init(&dir).await);
     let files = tempfile::tempdir().unwrap();
     let file = files.path().join("big.ndjson");
     let batches = 24;
@@ -60,10 +60,11 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     let checkpoint = files.path().join("big.ndjson.omnigraph-checkpoint");
     let load = |resume: bool, batch_lines: &str| {
         let mut cmd = Command::new(BIN);
-        cmd.args(["load", "--root", dir.path().to_str().unwrap(), "--batch-lines", batch_lines, file.to_str().unwrap()])
+        cmd.arg("load").args(dir.cli_args()).args(["--batch-lines", batch_lines, file.to_str().unwrap()])
             .env("OMNIGRAPH_LEASE_TTL_MS", "1000")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        dir.apply_env(&mut cmd);
         if resume {
             cmd.arg("--resume");
         }
@@ -89,7 +90,7 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     let out = load(true, "7").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!checkpoint.exists(), "a finished load removes its checkpoint");
-    let graph = reopen(dir.path()).await;
+    let graph = reopen(&dir).await;
     let rows = counts(&graph, "main").await;
     assert_eq!((rows["Person"], rows["Knows"]), (40 * batches as u64, 10 * batches as u64));
     let log = graph.log("main").await.unwrap();
@@ -121,7 +122,7 @@ async fn load_sends_batches_to_a_server_with_a_token() {
     assert_eq!(denied.status.code(), Some(2), "{}", String::from_utf8_lossy(&denied.stderr));
     let out = run("t0ken").await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let graph = reopen(&s.dir.path().join("g")).await;
+    let graph = reopen(&s.place.child("g")).await;
     let log = graph.log("main").await.unwrap();
     assert_eq!(log.len(), 4, "three batches, three commits");
     assert!(log.iter().take(3).all(|c| c.actor == "cli" && c.batch_key.is_some()));

@@ -49,8 +49,8 @@ fn batch() -> String {
 async fn a_crash_at_any_step_leaves_the_old_or_the_new_state() {
     let scenario = fail::FailScenario::setup();
     for (point, expect, new_state) in POINTS {
-        let dir = tempfile::tempdir().unwrap();
-        let graph = Arc::new(init(dir.path()).await);
+        let dir = place().await;
+        let graph = Arc::new(init(&dir).await);
         load(&graph, "main", Mode::Merge, &format!("{}{}{}", person("A", 1), person("B", 2), knows("k1", "A", "B")))
             .await
             .unwrap();
@@ -63,7 +63,7 @@ async fn a_crash_at_any_step_leaves_the_old_or_the_new_state() {
         assert!(crashed.is_err(), "{point}: the load must have crashed");
 
         // A new writer (another process, after a restart) waits out the lease.
-        let survivor = reopen(dir.path()).await;
+        let survivor = reopen(&dir).await;
         let outcome = survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
         let state = export(&survivor, "main", None).await;
         let got = match outcome {
@@ -91,8 +91,8 @@ async fn a_crash_at_any_step_leaves_the_old_or_the_new_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_while_forking_a_branch_leaves_no_branch() {
     let scenario = fail::FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let graph = Arc::new(init(dir.path()).await);
+    let dir = place().await;
+    let graph = Arc::new(init(&dir).await);
     load(&graph, "main", Mode::Merge, &person("A", 1)).await.unwrap();
     fail::cfg("after-table-commit", "panic").unwrap();
     let crashing = graph.clone();
@@ -104,7 +104,7 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
     .await;
     fail::remove("after-table-commit");
     assert!(crashed.is_err());
-    let survivor = reopen(dir.path()).await;
+    let survivor = reopen(&dir).await;
     survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
     assert!(survivor.head("side").await.unwrap().is_none());
     // The branch can then be forked for real; the leftover Lance branch is replaced.
@@ -120,10 +120,10 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_that_loses_the_branch_head_rolls_back_rechecks_and_retries() {
     let scenario = fail::FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let graph = init(dir.path()).await;
+    let dir = place().await;
+    let graph = init(&dir).await;
     load(&graph, "main", Mode::Merge, &format!("{}{}", person("A", 1), person("B", 2))).await.unwrap();
-    let commits = dir.path().join("_graph/branches/main");
+    let (store, runtime) = (dir.root(), tokio::runtime::Handle::current());
     let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let once = fired.clone();
     fail::cfg_callback("before-publish", move || {
@@ -132,13 +132,19 @@ async fn a_load_that_loses_the_branch_head_rolls_back_rechecks_and_retries() {
         }
         // Another writer (one whose lease we never saw) publishes first: a
         // commit on top of the head, pinning the head's table versions.
-        let newest = std::fs::read_dir(&commits).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).min().unwrap();
-        let mut head: serde_json::Value = serde_json::from_slice(&std::fs::read(commits.join(&newest)).unwrap()).unwrap();
-        let seq = head["seq"].as_u64().unwrap() + 1;
-        head["seq"] = seq.into();
-        head["id"] = "foreign".into();
-        head["batch_id"] = "foreign".into();
-        std::fs::write(commits.join(format!("{:020}.json", u64::MAX - seq)), serde_json::to_vec(&head).unwrap()).unwrap();
+        tokio::task::block_in_place(|| {
+            runtime.block_on(async {
+                let newest = store.list_names("_graph/branches/main").await.unwrap().into_iter().min().unwrap();
+                let mut head: serde_json::Value =
+                    serde_json::from_slice(&store.get(&format!("_graph/branches/main/{newest}")).await.unwrap().unwrap()).unwrap();
+                let seq = head["seq"].as_u64().unwrap() + 1;
+                head["seq"] = seq.into();
+                head["id"] = "foreign".into();
+                head["batch_id"] = "foreign".into();
+                let name = format!("_graph/branches/main/{:020}.json", u64::MAX - seq);
+                assert!(store.put_if_absent(&name, serde_json::to_vec(&head).unwrap()).await.unwrap());
+            })
+        });
     })
     .unwrap();
     let receipt = load(&graph, "main", Mode::Merge, &person("C", 3)).await.unwrap();

@@ -23,8 +23,8 @@ fn triple(code: &str, ty: &str, id: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn merge_inserts_then_replaces_whole_rows_with_counts() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let first = format!(
         "{}{}{}",
         "{\"type\":\"Person\",\"data\":{\"name\":\"Ada\",\"age\":36,\"email\":\"ada@example.com\"}}\n",
@@ -55,8 +55,8 @@ async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
 
 #[tokio::test]
 async fn append_reports_every_conflicting_id_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     load(&g, "main", Mode::Merge, &format!("{}{}{}", person("A", 1), person("B", 2), person("C", 3))).await.unwrap();
     let before = export(&g, "main", None).await;
     let head = g.head("main").await.unwrap().unwrap();
@@ -72,8 +72,8 @@ async fn append_reports_every_conflicting_id_and_writes_nothing() {
 
 #[tokio::test]
 async fn overwrite_replaces_named_types_only_and_refuses_stranding_edges() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let company = "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n";
     load(&g, "main", Mode::Merge, &format!("{}{}{}{}", person("A", 1), person("B", 2), company, knows("k1", "A", "B")))
         .await
@@ -96,8 +96,8 @@ async fn overwrite_replaces_named_types_only_and_refuses_stranding_edges() {
 
 #[tokio::test]
 async fn external_references_unique_and_card_are_checked_against_the_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let ada = "{\"type\":\"Person\",\"data\":{\"name\":\"Ada\",\"email\":\"a@x.org\"}}\n";
     let acme = "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n";
     let initech = "{\"type\":\"Company\",\"data\":{\"name\":\"Initech\"}}\n";
@@ -126,8 +126,8 @@ async fn external_references_unique_and_card_are_checked_against_the_graph() {
 
 #[tokio::test]
 async fn invalid_and_empty_batches_commit_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let head = g.head("main").await.unwrap().unwrap();
     match load(&g, "main", Mode::Merge, "{\"type\":\"Persn\",\"data\":{}}\n").await {
         Err(EngineError::Invalid { report_json }) => assert!(report_json.contains("unknown_type"), "{report_json}"),
@@ -141,8 +141,8 @@ async fn invalid_and_empty_batches_commit_nothing() {
 
 #[tokio::test]
 async fn edges_without_ids_get_ulids() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let edge = "{\"edge\":\"Knows\",\"from\":\"A\",\"to\":\"B\"}\n";
     load(&g, "main", Mode::Merge, &format!("{}{}{edge}{edge}", person("A", 1), person("B", 2))).await.unwrap();
     let state = export(&g, "main", None).await;
@@ -157,8 +157,8 @@ async fn edges_without_ids_get_ulids() {
 
 #[tokio::test]
 async fn branches_are_isolated_cheap_and_forked_with_their_first_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
     let main_before = export(&g, "main", None).await;
 
@@ -203,8 +203,8 @@ async fn branches_are_isolated_cheap_and_forked_with_their_first_load() {
 
 #[tokio::test]
 async fn every_commit_can_be_read_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let mut states = vec![export(&g, "main", None).await];
     for (n, batch) in [person("A", 1), person("B", 2), person("A", 3), knows("k", "A", "A")].iter().enumerate() {
         let mode = if n == 2 { Mode::Overwrite } else { Mode::Merge };
@@ -221,8 +221,8 @@ async fn every_commit_can_be_read_again() {
 
 #[tokio::test]
 async fn export_reloads_unchanged_into_a_fresh_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     let batch = concat!(
         "{\"type\":\"Person\",\"data\":{\"name\":\"Ada \\\"Countess\\\" ✓\",\"age\":36,\"email\":\"ada@example.com\",\"born\":\"1815-12-10\",\"tags\":[\"math\",\"\"]}}\n",
         "{\"type\":\"Person\",\"data\":{\"name\":\"Grace\",\"tags\":[]}}\n",
@@ -234,16 +234,16 @@ async fn export_reloads_unchanged_into_a_fresh_graph() {
     let exported = export(&g, "main", None).await;
     assert_eq!(exported.lines().count(), 5, "{exported}");
 
-    let other = tempfile::tempdir().unwrap();
-    let fresh = init(other.path()).await;
+    let other = place().await;
+    let fresh = init(&other).await;
     load(&fresh, "main", Mode::Merge, &format!("{exported}\n")).await.unwrap();
     assert_eq!(export(&fresh, "main", None).await, exported);
 }
 
 #[tokio::test]
 async fn dry_run_reports_conflicts_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
     let head = g.head("main").await.unwrap().unwrap();
     let dry = g.dry_run(&request("main", Mode::Append, &format!("{}{}", person("A", 1), person("B", 1)))).await.unwrap();
@@ -254,26 +254,26 @@ async fn dry_run_reports_conflicts_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_second_init_is_refused_and_open_reads_the_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     load(&g, "main", Mode::Merge, &person("A", 1)).await.unwrap();
     assert!(matches!(
-        omnigraph_host::Graph::init(root(dir.path()), SCHEMA, validator(), config()).await,
+        omnigraph_host::Graph::init(root(&dir), SCHEMA, validator(), config()).await,
         Err(EngineError::GraphExists(_))
     ));
-    let again = reopen(dir.path()).await;
+    let again = reopen(&dir).await;
     assert_eq!(export(&again, "main", None).await, export(&g, "main", None).await);
-    let empty = tempfile::tempdir().unwrap();
+    let empty = place().await;
     assert!(matches!(
-        omnigraph_host::Graph::open(root(empty.path()), validator(), config()).await,
+        omnigraph_host::Graph::open(root(&empty), validator(), config()).await,
         Err(EngineError::NoGraph(_))
     ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_and_index_merges_keep_every_commit_readable() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = init(dir.path()).await;
+    let dir = place().await;
+    let g = init(&dir).await;
     // More loads than MAX_FRAGMENTS (compaction) and more rows than
     // MAX_UNINDEXED_ROWS (an index merge).
     let big = |n: usize| (0..8_192).map(|i| person(&format!("b{n}-{i}"), (i % 150) as u32)).collect::<String>();
@@ -307,18 +307,18 @@ async fn every_value_type_exports_and_reloads_unchanged() {
         "\"v\":[1.5,-0.0,3.4028235e38],\"tier\":\"pro\",\"ns\":[1,-2,3]}}\n",
         "{\"type\":\"Thing\",\"data\":{\"name\":\"t2\",\"blob\":\"base64:\",\"ns\":[]}}\n",
     );
-    let fresh = |dir: &std::path::Path| {
-        let dir = dir.to_owned();
-        async move { omnigraph_host::Graph::init(root(&dir), schema, validator(), config()).await.unwrap() }
+    let fresh = |place: &Place| {
+        let root = root(place);
+        async move { omnigraph_host::Graph::init(root, schema, validator(), config()).await.unwrap() }
     };
-    let first = tempfile::tempdir().unwrap();
-    let g = fresh(first.path()).await;
+    let first = place().await;
+    let g = fresh(&first).await;
     load(&g, "main", Mode::Merge, batch).await.unwrap();
     let exported = export(&g, "main", None).await;
     assert!(exported.contains("\"blob\":\"base64:AAEC/w==\""), "{exported}");
     assert!(exported.contains("\"u\":18446744073709551615") && exported.contains("\"i\":-9007199254740993"), "{exported}");
-    let second = tempfile::tempdir().unwrap();
-    let again = fresh(second.path()).await;
+    let second = place().await;
+    let again = fresh(&second).await;
     load(&again, "main", Mode::Merge, &format!("{exported}\n")).await.unwrap();
     assert_eq!(export(&again, "main", None).await, exported);
 }

@@ -280,7 +280,7 @@ async fn shutdown_lets_an_in_flight_load_finish() {
     tokio::time::sleep(Duration::from_millis(30)).await;
     s.stop.take().unwrap().send(()).unwrap();
     assert_eq!(load.await.unwrap(), 200, "the load in flight was answered");
-    let graph = reopen(&s.dir.path().join("g")).await;
+    let graph = reopen(&s.place.child("g")).await;
     assert_eq!(counts(&graph, "main").await["Person"], 8_000);
 }
 
@@ -288,14 +288,16 @@ async fn shutdown_lets_an_in_flight_load_finish() {
 async fn a_graph_another_host_is_writing_answers_503_with_retry_after() {
     let s = start(Auth::Open, |c| c.engine.lease_wait = Duration::from_millis(200)).await;
     // Another host holds the write lease for a while.
-    let lease = s.dir.path().join("g/_graph/lease");
-    std::fs::create_dir_all(&lease).unwrap();
     let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 60_000;
-    std::fs::write(
-        lease.join(format!("{:020}.json", 999)),
-        format!("{{\"owner\":\"other-host\",\"generation\":999,\"expires_at_ms\":{until}}}"),
-    )
-    .unwrap();
+    s.place
+        .child("g")
+        .root()
+        .put(
+            &format!("_graph/lease/{:020}.json", 999),
+            format!("{{\"owner\":\"other-host\",\"generation\":999,\"expires_at_ms\":{until}}}").into_bytes(),
+        )
+        .await
+        .unwrap();
     let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("A", 1)).await;
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["retry-after"], "1");

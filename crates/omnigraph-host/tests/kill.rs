@@ -15,21 +15,21 @@ use common::*;
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 const LEASE_TTL_MS: &str = "1500";
 
-fn load_command(dir: &Path, file: &Path) -> Command {
+fn load_command(place: &Place, file: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     // Widen the commit protocol's window (the binary is built with the
     // `failpoints` feature for tests), so random kills land inside it.
     cmd.env("FAILPOINTS", "after-record=sleep(100);after-table-commit=sleep(100);after-sync=sleep(50)");
-    cmd.args(["load", "--root", dir.to_str().unwrap(), "--lease-ttl-ms", LEASE_TTL_MS, file.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.arg("load").args(place.cli_args()).args(["--lease-ttl-ms", LEASE_TTL_MS, file.to_str().unwrap()]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    place.apply_env(&mut cmd);
     cmd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_killed_at_random_instants_leave_all_or_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let graph = init(dir.path()).await;
+    let dir = place().await;
+    let graph = init(&dir).await;
     drop(graph);
     let files = tempfile::tempdir().unwrap();
     let random = RandomState::new();
@@ -40,11 +40,11 @@ async fn loads_killed_at_random_instants_leave_all_or_nothing() {
     let first = files.path().join("0.ndjson");
     std::fs::write(&first, numbered_batch(0)).unwrap();
     let started = Instant::now();
-    let out = load_command(dir.path(), &first).args(["--branch", "missing"]).output().unwrap();
+    let out = load_command(&dir, &first).args(["--branch", "missing"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let ready = started.elapsed().as_millis() as u64;
     let started = Instant::now();
-    let out = load_command(dir.path(), &first).output().unwrap();
+    let out = load_command(&dir, &first).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let done = started.elapsed().as_millis() as u64;
     let (from, span) = (ready * 9 / 10, (done + done / 10).saturating_sub(ready * 9 / 10).max(1));
@@ -55,14 +55,14 @@ async fn loads_killed_at_random_instants_leave_all_or_nothing() {
     for n in 1..=runs {
         let file = files.path().join(format!("{n}.ndjson"));
         std::fs::write(&file, numbered_batch(n)).unwrap();
-        let mut child = load_command(dir.path(), &file).spawn().unwrap();
+        let mut child = load_command(&dir, &file).spawn().unwrap();
         let delay = from + random.hash_one(n) % span;
         std::thread::sleep(Duration::from_millis(delay));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
-        recovered += dir.path().join("_graph/recovery.json").exists() as usize;
-        let survivor = reopen(dir.path()).await;
+        let survivor = reopen(&dir).await;
+        recovered += survivor.root().exists("_graph/recovery.json").await.unwrap() as usize;
         survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
         assert_heads_published(&survivor).await;
         let per = people_per_batch(&survivor).await;
@@ -77,7 +77,7 @@ async fn loads_killed_at_random_instants_leave_all_or_nothing() {
     // The graph still takes loads.
     let last = files.path().join("last.ndjson");
     std::fs::write(&last, numbered_batch(99)).unwrap();
-    let out = load_command(dir.path(), &last).output().unwrap();
+    let out = load_command(&dir, &last).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 

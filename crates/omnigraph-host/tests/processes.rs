@@ -12,8 +12,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_and_many_tasks_load_one_branch_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let graph = std::sync::Arc::new(init(dir.path()).await);
+    let dir = place().await;
+    let graph = std::sync::Arc::new(init(&dir).await);
     let files = tempfile::tempdir().unwrap();
 
     // Two processes, three batches each, plus four in-process tasks.
@@ -25,12 +25,15 @@ async fn two_processes_and_many_tasks_load_one_branch_at_once() {
             let file = files.path().join(format!("{n}.ndjson"));
             std::fs::write(&file, numbered_batch(n)).unwrap();
             script.push_str(&format!(
-                "{BIN} load --root {} --lease-ttl-ms 20000 {} >/dev/null || exit 1\n",
-                dir.path().display(),
+                "{BIN} load {} --lease-ttl-ms 20000 {} >/dev/null || exit 1\n",
+                dir.cli_args().join(" "),
                 file.display()
             ));
         }
-        children.push(Command::new("bash").args(["-c", &script]).stderr(Stdio::piped()).spawn().unwrap());
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", &script]).stderr(Stdio::piped());
+        dir.apply_env(&mut cmd);
+        children.push(cmd.spawn().unwrap());
     }
     let mut tasks = Vec::new();
     for n in 0..4 {
@@ -53,9 +56,9 @@ async fn two_processes_and_many_tasks_load_one_branch_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_appends_of_one_id_commit_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = std::sync::Arc::new(init(dir.path()).await);
-    let second = std::sync::Arc::new(reopen(dir.path()).await);
+    let dir = place().await;
+    let first = std::sync::Arc::new(init(&dir).await);
+    let second = std::sync::Arc::new(reopen(&dir).await);
     let mut tasks = Vec::new();
     for (n, graph) in [first.clone(), second.clone(), first.clone(), second.clone()].into_iter().enumerate() {
         tasks.push(tokio::spawn(async move {

@@ -1,15 +1,16 @@
-//! Shared helpers of the engine tests: real Lance datasets in temp dirs and
-//! the real validator artifact in wasmtime.
+//! Shared helpers of the engine tests: real Lance datasets in temp dirs (or,
+//! with `OMNIGRAPH_TEST_STORE=s3`, under fresh prefixes of a real local
+//! S3-compatible server, see [`place`]) and the real validator artifact in
+//! wasmtime.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use omnigraph_host::manifest::table_path;
 use omnigraph_host::validator::{RunnerConfig, Validator};
-use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, LoadRequest, Receipt, tables};
+use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, LoadRequest, Receipt, StorageOptions, tables};
 use omnigraph_validate_wasm::Mode;
 
 /// The sample schema (people, companies, knows, works-at).
@@ -25,16 +26,109 @@ pub fn config() -> EngineConfig {
     EngineConfig { lease_ttl: Duration::from_millis(1500), lease_wait: Duration::from_secs(20), ..EngineConfig::default() }
 }
 
-pub fn root(dir: &Path) -> GraphRoot {
-    GraphRoot::create(dir.to_str().unwrap(), Default::default()).unwrap()
+/// Where a test's graphs live: a temp dir, or a fresh prefix of the
+/// S3-compatible server at `OMNIGRAPH_TEST_S3_ENDPOINT` when
+/// `OMNIGRAPH_TEST_STORE=s3` (scripts/test.sh starts moto and runs the
+/// engine, crash, process and HTTP suites both ways).
+pub struct Place {
+    pub uri: String,
+    pub options: StorageOptions,
+    /// Keeps a local place's directory alive.
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
-pub async fn init(dir: &Path) -> Graph {
-    Graph::init(root(dir), SCHEMA, validator(), config()).await.expect("init")
+/// The bucket every S3 test place is a prefix of.
+pub const TEST_BUCKET: &str = "omnigraph-test";
+
+pub fn on_s3() -> bool {
+    match std::env::var("OMNIGRAPH_TEST_STORE").as_deref() {
+        Ok("s3") => true,
+        Ok("local") | Err(_) => false,
+        Ok(other) => panic!("OMNIGRAPH_TEST_STORE={other}: use local or s3"),
+    }
 }
 
-pub async fn reopen(dir: &Path) -> Graph {
-    Graph::open(root(dir), validator(), config()).await.expect("open")
+/// A fresh, empty place for graphs.
+pub async fn place() -> Place {
+    if !on_s3() {
+        let dir = tempfile::tempdir().unwrap();
+        return Place { uri: dir.path().to_str().unwrap().to_owned(), options: StorageOptions::new(), _dir: Some(Arc::new(dir)) };
+    }
+    let endpoint = std::env::var("OMNIGRAPH_TEST_S3_ENDPOINT")
+        .expect("OMNIGRAPH_TEST_STORE=s3 needs OMNIGRAPH_TEST_S3_ENDPOINT (scripts/test.sh starts moto)");
+    let options: StorageOptions = [
+        ("aws_endpoint", endpoint.as_str()),
+        ("aws_allow_http", "true"),
+        ("aws_region", "us-east-1"),
+        ("aws_access_key_id", "testing"),
+        ("aws_secret_access_key", "testing"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    s3_bucket_with_conditional_puts(&endpoint, &options).await;
+    Place { uri: format!("s3://{TEST_BUCKET}/{}", ulid::Ulid::new().to_string().to_lowercase()), options, _dir: None }
+}
+
+/// Creates the test bucket (idempotent) and checks, once per process, that
+/// the server refuses a second conditional create: the graph-commit fence
+/// and Lance's own commits rely on `If-None-Match: *`.
+async fn s3_bucket_with_conditional_puts(endpoint: &str, options: &StorageOptions) {
+    static CHECKED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    CHECKED
+        .get_or_init(|| async {
+            let response = reqwest::Client::new().put(format!("{endpoint}/{TEST_BUCKET}")).send().await.expect("S3 server reachable");
+            assert!(response.status().is_success() || response.status() == 409, "create bucket: {}", response.status());
+            let probe = GraphRoot::new(&format!("s3://{TEST_BUCKET}/probe-{}", ulid::Ulid::new()), options.clone()).unwrap();
+            probe.put_if_absent("fence.json", b"1".to_vec()).await.expect("first conditional create");
+            let second = probe.put_if_absent("fence.json", b"2".to_vec()).await;
+            assert!(
+                matches!(second, Ok(false)),
+                "the S3 server accepted a second conditional create ({second:?}): it does not honour If-None-Match: *"
+            );
+        })
+        .await;
+}
+
+impl Place {
+    pub fn root(&self) -> GraphRoot {
+        GraphRoot::create(&self.uri, self.options.clone()).unwrap()
+    }
+
+    /// A place inside this one (a server's graph `<root>/<name>`).
+    pub fn child(&self, name: &str) -> Place {
+        Place { uri: format!("{}/{name}", self.uri), options: self.options.clone(), _dir: self._dir.clone() }
+    }
+
+    /// The CLI's options for this place: `--root` and, on S3, the S3 flags
+    /// (credentials go in the environment, see [`Place::apply_env`]).
+    pub fn cli_args(&self) -> Vec<String> {
+        let mut args = vec!["--root".to_owned(), self.uri.clone()];
+        if let Some(endpoint) = self.options.get("aws_endpoint") {
+            args.extend(["--s3-endpoint".into(), endpoint.clone(), "--s3-region".into(), self.options["aws_region"].clone(), "--s3-allow-http".into()]);
+        }
+        args
+    }
+
+    pub fn apply_env(&self, cmd: &mut std::process::Command) {
+        for (key, env) in [("aws_access_key_id", "AWS_ACCESS_KEY_ID"), ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY")] {
+            if let Some(v) = self.options.get(key) {
+                cmd.env(env, v);
+            }
+        }
+    }
+}
+
+pub fn root(place: &Place) -> GraphRoot {
+    place.root()
+}
+
+pub async fn init(place: &Place) -> Graph {
+    Graph::init(root(place), SCHEMA, validator(), config()).await.expect("init")
+}
+
+pub async fn reopen(place: &Place) -> Graph {
+    Graph::open(root(place), validator(), config()).await.expect("open")
 }
 
 pub fn request(branch: &str, mode: Mode, batch: &str) -> LoadRequest {
@@ -130,17 +224,19 @@ pub async fn people_per_batch(graph: &omnigraph_host::Graph) -> BTreeMap<usize, 
 pub struct Server {
     pub url: String,
     pub addr: std::net::SocketAddr,
-    pub dir: tempfile::TempDir,
+    /// The server's root; graph `g` is `place.child("g")`.
+    pub place: Place,
     pub stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// A server over a root holding graph `g` (and `empty`, never loaded).
 pub async fn start(auth: omnigraph_host::auth::Auth, tweak: impl FnOnce(&mut omnigraph_host::http::ServerConfig)) -> Server {
-    let dir = tempfile::tempdir().unwrap();
+    let place = place().await;
     for id in ["g", "empty"] {
-        omnigraph_host::Graph::init(root(&dir.path().join(id)), SCHEMA, validator(), config()).await.unwrap();
+        init(&place.child(id)).await;
     }
-    let mut server_config = omnigraph_host::http::ServerConfig::new(dir.path().to_str().unwrap().to_owned(), auth);
+    let mut server_config = omnigraph_host::http::ServerConfig::new(place.uri.clone(), auth);
+    server_config.storage = place.options.clone();
     server_config.engine = config();
     tweak(&mut server_config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -150,6 +246,6 @@ pub async fn start(auth: omnigraph_host::auth::Auth, tweak: impl FnOnce(&mut omn
     tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));
-    Server { url: format!("http://{addr}"), addr, dir, stop: Some(stop) }
+    Server { url: format!("http://{addr}"), addr, place, stop: Some(stop) }
 }
 

@@ -1,0 +1,228 @@
+//! The bodies of the fuzz targets in `fuzz/` and the invariants they check.
+//!
+//! `cargo fuzz` needs nightly; the stable test suite runs every kept input
+//! (`fuzz/regressions/<target>/`) and every seed through these same
+//! functions, so a fixed crash stays fixed without a nightly toolchain.
+//!
+//! Input formats are plain bytes, so seeds come straight from the
+//! conformance corpus (`tests/vectors/`, see [`seeds`]):
+//! * `schema`: the `.pg` source.
+//! * `strict` / `compat`: `<vector name>\n<batch>`; the batch is validated
+//!   against that vector's schema (an unknown name picks [`DEFAULT_VECTOR`]).
+//! * `prepare`: `<flags byte><schema>\0<batch>`, see [`Flags`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use omnigraph_validate_wasm::{Limits, Mode, Options, Report, Schema, prepare, prepare_rows, tables_from_rows, validate};
+
+/// The fuzz targets, by name (`fuzz/fuzz_targets/<name>.rs`).
+pub const TARGETS: [&str; 4] = ["schema", "strict", "compat", "prepare"];
+
+/// The schema the envelope targets use when the input names no vector:
+/// every value type, so most mutations reach a value decoder.
+pub const DEFAULT_VECTOR: &str = "all_types_ok__ok";
+
+/// Runs one input through a target by name; panics on a broken invariant.
+pub fn run(target: &str, data: &[u8]) {
+    match target {
+        "schema" => schema(data),
+        "strict" => envelope(data, true),
+        "compat" => envelope(data, false),
+        "prepare" => prepare_any(data),
+        other => panic!("unknown fuzz target {other}"),
+    }
+}
+
+/// The schema compiler: never panics; refusals carry positioned messages;
+/// a compiled schema has a stable canonical form.
+pub fn schema(data: &[u8]) {
+    let Ok(source) = std::str::from_utf8(data) else { return };
+    match Schema::compile(source) {
+        Ok(schema) => {
+            let again = Schema::compile(source).expect("compiling is deterministic");
+            assert_eq!(schema.canonical_json(), again.canonical_json(), "canonical JSON is deterministic");
+            assert_eq!(schema.hash(), again.hash());
+        }
+        Err(errors) => {
+            assert!(!errors.errors.is_empty(), "a refused schema names at least one error");
+            for e in &errors.errors {
+                assert!(e.line >= 1 && e.column >= 1, "schema error positions are 1-based: {e:?}");
+                assert!(!e.message.is_empty());
+            }
+        }
+    }
+}
+
+/// The strict envelope parser (`strict`) or the compatibility parser, on a
+/// corpus schema chosen by the input's first line.
+pub fn envelope(data: &[u8], strict: bool) {
+    let (name, batch) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (&data[..0], data),
+    };
+    let schemas = corpus_schemas();
+    let schema = std::str::from_utf8(name)
+        .ok()
+        .and_then(|n| schemas.get(n))
+        .unwrap_or_else(|| &schemas[DEFAULT_VECTOR]);
+    for mode in [Mode::Merge, Mode::Overwrite] {
+        let options = Options { mode, strict, ..Options::default() };
+        check_batch(schema, &options, batch);
+    }
+}
+
+/// The whole `prepare` path with a fuzzed schema, options and batch.
+pub fn prepare_any(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some(split) = rest.iter().position(|&b| b == 0) else { return };
+    let Ok(source) = std::str::from_utf8(&rest[..split]) else { return };
+    let Ok(schema) = Schema::compile(source) else { return };
+    check_batch(&schema, &Flags(flags).options(), &rest[split + 1..]);
+}
+
+/// The `prepare` target's flags byte: bits 0–1 the mode (3 = merge), bit 2
+/// the compat parser, bit 3 tight limits (so inputs of a few hundred bytes
+/// reach every bound), bits 4–7 the error cap (0 = the default).
+#[derive(Debug, Clone, Copy)]
+pub struct Flags(pub u8);
+
+impl Flags {
+    pub fn options(self) -> Options {
+        let mode = match self.0 & 3 {
+            1 => Mode::Append,
+            2 => Mode::Overwrite,
+            _ => Mode::Merge,
+        };
+        let limits = if self.0 & 8 != 0 { TIGHT_LIMITS } else { Limits::default() };
+        let max_errors = match self.0 >> 4 {
+            0 => Options::default().max_errors,
+            cap => u32::from(cap),
+        };
+        Options { mode, strict: self.0 & 4 == 0, max_errors, limits }
+            .checked()
+            .expect("fuzz options are in range")
+    }
+
+    /// The flags byte for a corpus case's options, when it has one.
+    pub fn for_options(options: &Options) -> Option<Flags> {
+        let mode = match options.mode {
+            Mode::Merge => 0,
+            Mode::Append => 1,
+            Mode::Overwrite => 2,
+        };
+        let errors = if options.max_errors == Options::default().max_errors { 0 } else { options.max_errors.min(16) as u8 };
+        let flags = Flags(mode | if options.strict { 0 } else { 4 } | (errors & 15) << 4);
+        (flags.options() == *options).then_some(flags)
+    }
+}
+
+const TIGHT_LIMITS: Limits = Limits {
+    max_batch_bytes: 4096,
+    max_line_bytes: 512,
+    max_json_structure: 64,
+    max_json_depth: 4,
+    max_table_rows: 4,
+    max_table_bytes: 2048,
+    max_total_arrow_bytes: 4096,
+};
+
+/// The invariants of one validation, in every runtime's terms:
+/// * validation is deterministic and its report serializes;
+/// * `prepare` gives the same report as `validate`, and output exactly
+///   when the report is ok;
+/// * the rows the wasm artifact would return (`prepare_rows`) decode to the
+///   very Arrow tables native `prepare` builds;
+/// * the report lists at most `max_errors` errors and counts them all.
+fn check_batch(schema: &Schema, options: &Options, batch: &[u8]) {
+    let report = validate(schema, options, batch);
+    let json = report.to_json();
+    assert_eq!(json, validate(schema, options, batch).to_json(), "validation is deterministic");
+    check_counts(&report, options);
+    match prepare(schema, options, batch) {
+        Ok(prepared) => {
+            assert!(report.ok, "prepare accepted a batch validate refused");
+            assert_eq!(prepared.report.to_json(), json);
+            let (rows_report, rows) = prepare_rows(schema, options, batch).expect("prepare_rows agrees with prepare");
+            assert_eq!(rows_report.to_json(), json);
+            let tables = tables_from_rows(schema, &rows).expect("prepare_rows output decodes");
+            assert_eq!(tables, prepared.tables, "canonical rows decode to the native Arrow tables");
+            let total: u64 = prepared.tables.iter().map(|t| t.rows).sum();
+            assert!(total > 0 || batch.iter().all(u8::is_ascii_whitespace) || prepared.tables.is_empty());
+        }
+        Err(refused) => {
+            assert!(!report.ok, "prepare refused a batch validate accepted");
+            assert_eq!(refused.to_json(), json);
+            assert!(prepare_rows(schema, options, batch).is_err());
+        }
+    }
+}
+
+fn check_counts(report: &Report, options: &Options) {
+    assert!(report.errors.len() as u64 <= u64::from(options.max_errors), "report lists more than max_errors");
+    assert!(report.errors.len() as u64 <= report.error_count, "listed errors are counted");
+    assert_eq!(report.errors_truncated, report.error_count > report.errors.len() as u64);
+    assert_eq!(report.ok, report.error_count == 0, "ok means no errors");
+}
+
+/// The conformance corpus folder.
+pub fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
+}
+
+/// Every corpus case's schema that compiles, by case name.
+fn corpus_schemas() -> &'static BTreeMap<String, Schema> {
+    static SCHEMAS: OnceLock<BTreeMap<String, Schema>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        corpus_cases()
+            .into_iter()
+            .filter_map(|case| Some((case.name, Schema::compile(&case.schema).ok()?)))
+            .collect()
+    })
+}
+
+/// One case of the conformance corpus.
+pub struct CorpusCase {
+    pub name: String,
+    pub schema: String,
+    pub input: Vec<u8>,
+    pub options: Option<Options>,
+}
+
+/// Reads the conformance corpus (sorted by name).
+pub fn corpus_cases() -> Vec<CorpusCase> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(vectors_dir())
+        .expect("tests/vectors is readable")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.join("schema.pg").is_file())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| CorpusCase {
+            name: dir.file_name().unwrap().to_string_lossy().into_owned(),
+            schema: std::fs::read_to_string(dir.join("schema.pg")).expect("schema.pg"),
+            input: std::fs::read(dir.join("input.ndjson")).unwrap_or_default(),
+            options: std::fs::read(dir.join("options.json")).ok().and_then(|o| Options::from_json(&o).ok()),
+        })
+        .collect()
+}
+
+/// Seed inputs for a target, derived from the corpus: (name, bytes).
+pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
+    corpus_cases()
+        .into_iter()
+        .filter_map(|case| {
+            let bytes = match target {
+                "schema" => case.schema.into_bytes(),
+                "strict" | "compat" => [case.name.as_bytes(), b"\n", &case.input].concat(),
+                "prepare" => {
+                    let flags = Flags::for_options(&case.options?)?;
+                    [&[flags.0][..], case.schema.as_bytes(), b"\0", &case.input].concat()
+                }
+                other => panic!("unknown fuzz target {other}"),
+            };
+            Some((case.name, bytes))
+        })
+        .collect()
+}
