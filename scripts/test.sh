@@ -44,7 +44,7 @@ for _ in $(seq 100); do
 done
 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
   cargo test --locked -p omnigraph-host --features failpoints \
-  --test engine --test crash --test kill --test processes --test cli --test http
+  --test engine --test crash --test kill --test processes --test cli --test http --test multihost
 
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"

@@ -205,7 +205,12 @@ pub fn numbered_batch(n: usize) -> String {
 
 /// Per batch number, how many of its people the graph holds; ids must be unique.
 pub async fn people_per_batch(graph: &omnigraph_host::Graph) -> BTreeMap<usize, usize> {
-    let state = export(graph, "main", None).await;
+    people_per_batch_at(graph, "main", None).await
+}
+
+/// [`people_per_batch`] of a branch, at its head or at commit `at`.
+pub async fn people_per_batch_at(graph: &omnigraph_host::Graph, branch: &str, at: Option<u64>) -> BTreeMap<usize, usize> {
+    let state = export(graph, branch, at).await;
     let mut ids = BTreeSet::new();
     let mut per = BTreeMap::new();
     for line in state.lines() {
