@@ -8,22 +8,27 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use omnigraph_validate_wasm::{Limits, Mode};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
 use crate::auth::{Actor, Auth, AuthError, Permission};
 use crate::error::EngineError;
 use crate::graph::{EngineConfig, Graph, LoadRequest, Receipt};
-use crate::limits::{DEFAULT_MAX_LOADS_PER_ACTOR, RETRY_AFTER_SECONDS};
+use crate::limits::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
+};
 use crate::manifest::{MAIN_BRANCH, check_branch_name};
 use crate::metrics::Metrics;
 use crate::storage::{GraphRoot, StorageOptions};
@@ -55,6 +60,10 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Loads one actor may have in flight; more are answered 429.
     pub max_loads_per_actor: usize,
+    /// Body bytes held at once over all requests; more are answered 503.
+    pub max_inflight_bytes: u64,
+    /// Deadline for reading one request body; slower bodies get 408.
+    pub body_read_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -66,6 +75,8 @@ impl ServerConfig {
             engine: EngineConfig::default(),
             limits: Limits::default(),
             max_loads_per_actor: DEFAULT_MAX_LOADS_PER_ACTOR,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
         }
     }
 }
@@ -75,6 +86,8 @@ pub struct AppState {
     validator: Arc<Validator>,
     graphs: tokio::sync::Mutex<HashMap<String, Arc<Graph>>>,
     in_flight: Mutex<HashMap<String, usize>>,
+    /// One permit per body byte held (`max_inflight_bytes`).
+    body_budget: Arc<Semaphore>,
     pub metrics: Metrics,
 }
 
@@ -176,11 +189,13 @@ type ApiResult = Result<Response, ApiError>;
 
 impl AppState {
     pub fn new(config: ServerConfig, validator: Arc<Validator>) -> Arc<AppState> {
+        let body_budget = Arc::new(Semaphore::new(config.max_inflight_bytes.min(Semaphore::MAX_PERMITS as u64) as usize));
         Arc::new(AppState {
             config,
             validator,
             graphs: tokio::sync::Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
+            body_budget,
             metrics: Metrics::default(),
         })
     }
@@ -280,38 +295,136 @@ fn parse_mode(mode: Option<&str>) -> Result<Mode, ApiError> {
 }
 
 /// Content-Length over the bound is refused before anything is read.
-fn check_content_length(headers: &HeaderMap, limit: u64) -> Result<(), ApiError> {
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+}
+
+/// What a request body is, which sets its bound and its 413's code.
+#[derive(Clone, Copy)]
+enum BodyKind {
+    /// A batch (loads, dry runs): `limits.max_batch_bytes`, SPEC §5.
+    Batch,
+    /// A small JSON request (branch creation): [`MAX_CONTROL_BODY_BYTES`].
+    Control,
+}
+
+impl BodyKind {
+    fn limit(self, state: &AppState) -> u64 {
+        match self {
+            BodyKind::Batch => state.config.limits.max_batch_bytes,
+            BodyKind::Control => MAX_CONTROL_BODY_BYTES,
+        }
+    }
+
+    fn too_large(self, limit: u64, actual: u64) -> ApiError {
+        let (code, resource) = match self {
+            BodyKind::Batch => ("batch_bytes_limit", "batch_bytes"),
+            BodyKind::Control => ("body_too_large", "body_bytes"),
+        };
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, format!("the body exceeds {limit} bytes"))
+            .details(json!({"resource": resource, "limit": limit, "actual": actual}))
+    }
+}
+
+/// 415 unless the request's media type (parameters aside) is `expected`.
+fn require_content_type(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
+    let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if given.split(';').next().map(str::trim).is_some_and(|t| t.eq_ignore_ascii_case(expected)) {
+        return Ok(());
+    }
+    Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", format!("this route takes Content-Type: {expected}")))
+}
+
+/// A request body and its share of the server's in-flight byte budget,
+/// released when the request is done with the bytes.
+struct HeldBody {
+    bytes: Bytes,
+    _budget: OwnedSemaphorePermit,
+}
+
+/// The body, within the server's bounds: refused by `Content-Length` before
+/// reading, refused (503) when the in-flight budget cannot hold it, cut off
+/// while reading a body that runs over, and timed out (408) when it trickles.
+async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body, kind: BodyKind) -> Result<HeldBody, ApiError> {
+    let limit = kind.limit(state);
+    let declared = content_length(headers);
+    if let Some(len) = declared
         && len > limit
     {
-        return Err(too_large(limit, len));
+        return Err(kind.too_large(limit, len));
     }
-    Ok(())
-}
-
-fn too_large(limit: u64, actual: u64) -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "batch_bytes_limit", format!("the body exceeds {limit} bytes"))
-        .details(json!({"resource": "batch_bytes", "limit": limit, "actual": actual}))
-}
-
-/// The body, within the server's bound: refused by `Content-Length` before
-/// reading, or cut off while reading a body that runs over.
-async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-    let limit = state.config.limits.max_batch_bytes;
-    check_content_length(headers, limit)?;
-    read_body(body, limit).await
-}
-
-async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit as usize).await.map_err(|e| {
+    let reserve = declared.unwrap_or(limit).max(1);
+    let mut budget = u32::try_from(reserve)
+        .ok()
+        .and_then(|n| state.body_budget.clone().try_acquire_many_owned(n).ok())
+        .ok_or_else(|| {
+            let mut e = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_busy",
+                format!("the server holds its limit of {} body bytes in flight", state.config.max_inflight_bytes),
+            );
+            e.retry_after = true;
+            e
+        })?;
+    let timeout = state.config.body_read_timeout;
+    let read = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit as usize)).await.map_err(|_| {
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", format!("the body did not arrive within {} ms", timeout.as_millis()))
+    })?;
+    let bytes = read.map_err(|e| {
         let text = e.to_string();
         if text.contains("length limit") {
             // The stream ran over the bound: the actual size is unknown.
-            too_large(limit, limit + 1)
+            kind.too_large(limit, limit + 1)
         } else {
             ApiError::new(StatusCode::BAD_REQUEST, "body_error", format!("reading the body: {text}"))
         }
-    })
+    })?;
+    // A body of unknown length gives back what it did not use.
+    drop(budget.split(budget.num_permits() - (bytes.len().max(1)).min(budget.num_permits())));
+    Ok(HeldBody { bytes, _budget: budget })
+}
+
+const NDJSON: &str = "application/x-ndjson";
+const JSON: &str = "application/json";
+
+/// An extractor (`Path`, `Query`) whose refusal of a malformed URL is
+/// answered as a JSON error (400 `invalid_path` / `invalid_query`) like
+/// every other refusal, not as axum's plain text.
+struct Checked<E>(E);
+
+trait UrlRejection {
+    const CODE: &'static str;
+    fn text(&self) -> String;
+}
+
+impl UrlRejection for axum::extract::rejection::PathRejection {
+    const CODE: &'static str = "invalid_path";
+    fn text(&self) -> String {
+        self.body_text()
+    }
+}
+
+impl UrlRejection for axum::extract::rejection::QueryRejection {
+    const CODE: &'static str = "invalid_query";
+    fn text(&self) -> String {
+        self.body_text()
+    }
+}
+
+impl<E, S> FromRequestParts<S> for Checked<E>
+where
+    E: FromRequestParts<S>,
+    E::Rejection: UrlRejection,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        E::from_request_parts(parts, state)
+            .await
+            .map(Checked)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, <E::Rejection as UrlRejection>::CODE, e.text()))
+    }
 }
 
 /// The receipt as the API answers it (SPEC §6).
@@ -382,8 +495,8 @@ async fn authorized(
         (status = 429, description = "admission")))]
 async fn load_ndjson(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    Query(query): Query<LoadQuery>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(Query(query)): Checked<Query<LoadQuery>>,
     request: Request,
 ) -> ApiResult {
     let (parts, body) = request.into_parts();
@@ -391,16 +504,9 @@ async fn load_ndjson(
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
     check_branch(&graph, &actor, &id, branch, query.from.as_deref()).await?;
     let mode = parse_mode(query.mode.as_deref())?;
-    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if content_type.split(';').next().map(str::trim) != Some("application/x-ndjson") {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "strict loads take Content-Type: application/x-ndjson",
-        ));
-    }
-    let batch = read_bounded(&state, &parts.headers, body).await?;
-    let request = query.request(mode, &actor, batch);
+    require_content_type(&parts.headers, NDJSON)?;
+    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
+    let request = query.request(mode, &actor, body.bytes.clone());
     run_load(&state, &graph, &actor, request).await
 }
 
@@ -416,7 +522,7 @@ struct CompatBody {
 /// Compatibility loader (deprecated): `{"branch"?, "from"?, "mode"?, "data"}`.
 #[utoipa::path(post, path = "/graphs/{id}/load", params(("id" = String, Path)), request_body = CompatBody,
     responses((status = 200, description = "committed; Deprecation and Link headers name the strict route")))]
-async fn load_compat(State(state): State<Arc<AppState>>, Path(id): Path<String>, request: Request) -> ApiResult {
+async fn load_compat(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, request: Request) -> ApiResult {
     let successor = format!("</graphs/{id}/load/ndjson>; rel=\"successor-version\"");
     let mut response = compat(state, &id, request).await.unwrap_or_else(IntoResponse::into_response);
     response.headers_mut().insert("deprecation", HeaderValue::from_static("true"));
@@ -429,8 +535,9 @@ async fn load_compat(State(state): State<Arc<AppState>>, Path(id): Path<String>,
 async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, id, &parts.headers, Permission::Change).await?;
-    let bytes = read_bounded(&state, &parts.headers, body).await?;
-    let parsed: CompatBody = serde_json::from_slice(&bytes)
+    require_content_type(&parts.headers, JSON)?;
+    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
+    let parsed: CompatBody = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("compat body: {e}")))?;
     let branch = parsed.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
     check_branch(&graph, &actor, id, &branch, parsed.from.as_deref()).await?;
@@ -452,14 +559,15 @@ async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
     responses((status = 200, description = "{ok, report, conflicts, counts}; nothing written")))]
 async fn validate(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    Query(query): Query<LoadQuery>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(Query(query)): Checked<Query<LoadQuery>>,
     request: Request,
 ) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Read).await?;
-    let batch = read_bounded(&state, &parts.headers, body).await?;
-    let request = query.request(parse_mode(query.mode.as_deref())?, &actor, batch);
+    require_content_type(&parts.headers, NDJSON)?;
+    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
+    let request = query.request(parse_mode(query.mode.as_deref())?, &actor, body.bytes.clone());
     match graph.dry_run(&request).await {
         Ok(dry) => Ok(axum::Json(json!({
             "ok": dry.conflicts.is_empty(),
@@ -477,7 +585,7 @@ async fn validate(
 
 /// The schema source, its hash and the compiled catalog.
 #[utoipa::path(get, path = "/graphs/{id}/schema", params(("id" = String, Path)), responses((status = 200, description = "schema")))]
-async fn schema(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+async fn schema(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
     Ok(axum::Json(json!({
         "source": graph.schema_source(),
@@ -489,7 +597,7 @@ async fn schema(State(state): State<Arc<AppState>>, Path(id): Path<String>, head
 
 /// What a client needs to prove it validates with the host's rules.
 #[utoipa::path(get, path = "/graphs/{id}/rules", params(("id" = String, Path)), responses((status = 200, description = "rules")))]
-async fn rules(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+async fn rules(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
     Ok(axum::Json(json!({
         "validator_version": omnigraph_validate_wasm::VALIDATOR_VERSION,
@@ -511,7 +619,7 @@ pub struct BranchQuery {
 
 /// Branches with their heads.
 #[utoipa::path(get, path = "/graphs/{id}/branches", params(("id" = String, Path)), responses((status = 200, description = "branches")))]
-async fn list_branches(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+async fn list_branches(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
     let heads = graph.branches().await?;
     let list: Vec<Value> = heads.iter().map(|c| json!({"name": c.branch, "head": {"id": c.id, "seq": c.seq, "time": c.time, "actor": c.actor}})).collect();
@@ -528,9 +636,12 @@ struct NewBranch {
 /// Create a branch from a base's head (no data copied).
 #[utoipa::path(post, path = "/graphs/{id}/branches", params(("id" = String, Path)), request_body = NewBranch,
     responses((status = 201, description = "created"), (status = 409, description = "exists")))]
-async fn create_branch(State(state): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let (graph, actor) = authorized(&state, &id, &headers, Permission::BranchCreate).await?;
-    let new: NewBranch = serde_json::from_slice(&body)
+async fn create_branch(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, request: Request) -> ApiResult {
+    let (parts, body) = request.into_parts();
+    let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::BranchCreate).await?;
+    require_content_type(&parts.headers, JSON)?;
+    let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
+    let new: NewBranch = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("branch body: {e}")))?;
     let commit = graph.create_branch(&new.name, new.from.as_deref().unwrap_or(MAIN_BRANCH), &actor.name).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}}))).into_response())
@@ -539,7 +650,7 @@ async fn create_branch(State(state): State<Arc<AppState>>, Path(id): Path<String
 /// Delete a branch (admin).
 #[utoipa::path(delete, path = "/graphs/{id}/branches/{name}", params(("id" = String, Path), ("name" = String, Path)),
     responses((status = 200, description = "deleted"), (status = 404, description = "no such branch")))]
-async fn delete_branch(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>, headers: HeaderMap) -> ApiResult {
+async fn delete_branch(State(state): State<Arc<AppState>>, Checked(Path((id, name))): Checked<Path<(String, String)>>, headers: HeaderMap) -> ApiResult {
     let (graph, actor) = authorized(&state, &id, &headers, Permission::Admin).await?;
     let tombstone = graph.delete_branch(&name, &actor.name).await?;
     Ok(axum::Json(json!({"name": name, "deleted_at": {"id": tombstone.id, "seq": tombstone.seq}})).into_response())
@@ -547,7 +658,7 @@ async fn delete_branch(State(state): State<Arc<AppState>>, Path((id, name)): Pat
 
 /// A branch's commits, newest first.
 #[utoipa::path(get, path = "/graphs/{id}/commits", params(("id" = String, Path), BranchQuery), responses((status = 200, description = "commits")))]
-async fn commits(State(state): State<Arc<AppState>>, Path(id): Path<String>, Query(q): Query<BranchQuery>, headers: HeaderMap) -> ApiResult {
+async fn commits(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, Checked(Query(q)): Checked<Query<BranchQuery>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
     let log = graph.log(q.branch.as_deref().unwrap_or(MAIN_BRANCH)).await?;
     Ok(axum::Json(json!({"commits": log})).into_response())
@@ -556,7 +667,7 @@ async fn commits(State(state): State<Arc<AppState>>, Path(id): Path<String>, Que
 /// Every record of a branch head (or commit) as strict NDJSON, streamed.
 #[utoipa::path(get, path = "/graphs/{id}/export", params(("id" = String, Path), BranchQuery),
     responses((status = 200, description = "NDJSON", content_type = "application/x-ndjson")))]
-async fn export(State(state): State<Arc<AppState>>, Path(id): Path<String>, Query(q): Query<BranchQuery>, headers: HeaderMap) -> ApiResult {
+async fn export(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, Checked(Query(q)): Checked<Query<BranchQuery>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
     let branch = q.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
     // Resolve first, so a missing branch or commit is a 404, not a cut stream.
@@ -605,7 +716,7 @@ async fn index() -> Response {
 /// The upload page's scripts, styles and the validator module.
 #[utoipa::path(get, path = "/web/{path}", params(("path" = String, Path)),
     responses((status = 200, description = "the file"), (status = 404, description = "no such file")))]
-async fn asset(Path(path): Path<String>) -> Response {
+async fn asset(Checked(Path(path)): Checked<Path<String>>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == path) {
         Some((_, content_type, bytes)) => ([(header::CONTENT_TYPE, *content_type)], *bytes).into_response(),
         None => ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no file /web/{path}")).into_response(),

@@ -37,5 +37,19 @@ pub const MAX_FRAGMENTS: usize = 32;
 /// Loads one actor may have in flight on a server; more are answered 429.
 pub const DEFAULT_MAX_LOADS_PER_ACTOR: usize = 4;
 
+/// Request bodies a server holds at once, summed over all requests (a body
+/// of unknown length counts as the batch bound until it is read). Past it,
+/// a request is answered 503 `server_busy` with `Retry-After` before its
+/// body is read, so memory stays bounded whatever clients send.
+pub const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Bound on a control request's JSON body (branch creation): 413 `body_too_large`.
+pub const MAX_CONTROL_BODY_BYTES: u64 = 64 * 1024;
+
+/// A request body must arrive within this long once its handler starts
+/// reading it (slow-loris clients): 408 `body_timeout`. 32 MiB in 120 s is
+/// 2.2 Mbit/s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// `Retry-After` (seconds) of a 429 or 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;

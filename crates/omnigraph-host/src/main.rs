@@ -110,6 +110,12 @@ enum Command {
         /// Body bound of one load in bytes (SPEC §5).
         #[arg(long)]
         max_batch_bytes: Option<u64>,
+        /// Body bytes held at once over all requests (more get 503 server_busy).
+        #[arg(long, default_value_t = omnigraph_host::limits::DEFAULT_MAX_INFLIGHT_BYTES)]
+        max_inflight_bytes: u64,
+        /// Seconds a request body may take to arrive (slower bodies get 408).
+        #[arg(long, default_value_t = omnigraph_host::limits::DEFAULT_BODY_READ_TIMEOUT.as_secs())]
+        body_read_timeout_secs: u64,
     },
     /// Validate a file offline with the validator artifact in wasmtime.
     Validate {
@@ -306,7 +312,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             let graph = Graph::init(root.create_root()?, &source, validator()?, engine_config(root.lease_ttl_ms)).await?;
             eprintln!("created graph at {} (schema {})", graph.root().uri(), graph.schema().hash());
         }
-        Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes } => {
+        Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs } => {
             let auth = match (auth, open) {
                 (Some(path), _) => {
                     Auth::from_toml(&String::from_utf8_lossy(&read(&path)?)).map_err(Failure::Operational)?
@@ -325,6 +331,8 @@ async fn run(command: Command) -> Result<(), Failure> {
             config.storage = storage_options(&root.s3);
             config.engine = engine_config(root.lease_ttl_ms);
             config.max_loads_per_actor = max_loads_per_actor;
+            config.max_inflight_bytes = max_inflight_bytes;
+            config.body_read_timeout = Duration::from_secs(body_read_timeout_secs);
             if let Some(bytes) = max_batch_bytes {
                 config.limits.max_batch_bytes = bytes;
             }

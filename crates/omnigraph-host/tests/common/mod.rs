@@ -240,6 +240,15 @@ pub async fn start(auth: omnigraph_host::auth::Auth, tweak: impl FnOnce(&mut omn
     for id in ["g", "empty"] {
         init(&place.child(id)).await;
     }
+    start_at(place, auth, tweak).await
+}
+
+/// A server over the graphs under `place`.
+pub async fn start_at(
+    place: Place,
+    auth: omnigraph_host::auth::Auth,
+    tweak: impl FnOnce(&mut omnigraph_host::http::ServerConfig),
+) -> Server {
     let mut server_config = omnigraph_host::http::ServerConfig::new(place.uri.clone(), auth);
     server_config.storage = place.options.clone();
     server_config.engine = config();
@@ -254,3 +263,24 @@ pub async fn start(auth: omnigraph_host::auth::Auth, tweak: impl FnOnce(&mut omn
     Server { url: format!("http://{addr}"), addr, place, stop: Some(stop) }
 }
 
+
+/// Writes `chunks` on a fresh connection to `addr`, `pause` apart (stopping
+/// when the server stops reading), then reads the start of the answer
+/// (empty if the server closed without one). Blocking: call it from
+/// `spawn_blocking`.
+pub fn raw_exchange(addr: std::net::SocketAddr, chunks: Vec<Vec<u8>>, pause: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for (i, chunk) in chunks.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(pause);
+        }
+        if stream.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let mut answer = vec![0u8; 4096];
+    let n = stream.read(&mut answer).unwrap_or(0);
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
