@@ -25,6 +25,17 @@ pub const ARTIFACT: &[u8] = include_bytes!("../../../web/pkg/web/validate_bg.was
 /// How often the epoch ticks; deadlines are whole ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 const WASM_PAGE: u64 = 64 * 1024;
+const MEMORY_SLOTS_PER_INSTANCE: u32 = 2;
+
+/// Linear memory one validation needs is at most this many times the
+/// batch's bytes plus [`WASM_MEMORY_BASE`]. Measured (docs/reliability.md):
+/// 4.1× for big strings and blobs, ~9× for many small rows, vectors and
+/// lists, 17.3× for batches of edges whose endpoints are all external
+/// references (each is listed in the report); `tests/limits.rs` holds the
+/// artifact to it.
+pub const WASM_MEMORY_PER_BATCH_BYTE: u64 = 20;
+/// The artifact's own memory (its data, stack and allocator) before a batch.
+pub const WASM_MEMORY_BASE: u64 = 8 << 20;
 
 /// Bounds of the runner. Defaults fit the default batch bounds (32 MiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +146,9 @@ impl Validator {
         let mut pooling = PoolingAllocationConfig::default();
         pooling
             .total_core_instances(config.max_instances)
-            .total_memories(config.max_instances)
+            // Each instance takes two memory slots: its linear memory and the
+            // GC heap behind wasm-bindgen's externref table.
+            .total_memories(config.max_instances * MEMORY_SLOTS_PER_INSTANCE)
             .total_tables(config.max_instances * 2)
             .total_gc_heaps(config.max_instances)
             .max_tables_per_module(2)
