@@ -27,7 +27,7 @@ use crate::auth::{Actor, Auth, AuthError, Permission};
 use crate::error::EngineError;
 use crate::graph::{EngineConfig, Graph, LoadRequest, Receipt};
 use crate::limits::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
+    ACCEPT_BACKOFF, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
 };
 use crate::manifest::{MAIN_BRANCH, check_branch_name};
 use crate::metrics::Metrics;
@@ -64,6 +64,8 @@ pub struct ServerConfig {
     pub max_inflight_bytes: u64,
     /// Deadline for reading one request body; slower bodies get 408.
     pub body_read_timeout: Duration,
+    /// Deadline for a request's head; slower connections are closed.
+    pub header_read_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -77,6 +79,7 @@ impl ServerConfig {
             max_loads_per_actor: DEFAULT_MAX_LOADS_PER_ACTOR,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -753,11 +756,52 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves; in-flight requests (loads) finish first.
+/// Serves HTTP/1.1 until `shutdown` resolves; in-flight requests (loads)
+/// finish first. A connection whose request head does not arrive within
+/// `header_read_timeout` is closed (slow-loris heads; bodies have
+/// `body_read_timeout`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    let header_read_timeout = state.config.header_read_timeout;
+    let app = router(state);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of file descriptors and the like: back off, keep serving.
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stopping = stopping.clone();
+        connections.spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = async { stopping.wait_for(|stop| *stop).await.is_ok() } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
 }

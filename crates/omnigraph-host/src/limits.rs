@@ -51,5 +51,14 @@ pub const MAX_CONTROL_BODY_BYTES: u64 = 64 * 1024;
 /// 2.2 Mbit/s.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A request's head (request line and headers) must arrive within this long,
+/// or the connection is closed (slow-loris heads). Hyper also caps a head
+/// at 100 headers and ~400 KiB: more is answered 431.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a failed `accept` (e.g. out of file descriptors), the server waits
+/// this long before accepting again.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
 /// `Retry-After` (seconds) of a 429 or 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;

@@ -116,6 +116,9 @@ enum Command {
         /// Seconds a request body may take to arrive (slower bodies get 408).
         #[arg(long, default_value_t = omnigraph_host::limits::DEFAULT_BODY_READ_TIMEOUT.as_secs())]
         body_read_timeout_secs: u64,
+        /// Seconds a request's head may take to arrive (slower connections are closed).
+        #[arg(long, default_value_t = omnigraph_host::limits::DEFAULT_HEADER_READ_TIMEOUT.as_secs())]
+        header_read_timeout_secs: u64,
     },
     /// Validate a file offline with the validator artifact in wasmtime.
     Validate {
@@ -312,7 +315,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             let graph = Graph::init(root.create_root()?, &source, validator()?, engine_config(root.lease_ttl_ms)).await?;
             eprintln!("created graph at {} (schema {})", graph.root().uri(), graph.schema().hash());
         }
-        Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs } => {
+        Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs, header_read_timeout_secs } => {
             let auth = match (auth, open) {
                 (Some(path), _) => {
                     Auth::from_toml(&String::from_utf8_lossy(&read(&path)?)).map_err(Failure::Operational)?
@@ -333,6 +336,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             config.max_loads_per_actor = max_loads_per_actor;
             config.max_inflight_bytes = max_inflight_bytes;
             config.body_read_timeout = Duration::from_secs(body_read_timeout_secs);
+            config.header_read_timeout = Duration::from_secs(header_read_timeout_secs);
             if let Some(bytes) = max_batch_bytes {
                 config.limits.max_batch_bytes = bytes;
             }

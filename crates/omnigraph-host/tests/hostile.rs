@@ -65,6 +65,18 @@ async fn slow_loris_bodies_time_out_and_do_not_starve_other_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_loris_heads_are_disconnected() {
+    let s = start(Auth::Open, |c| c.header_read_timeout = Duration::from_millis(500)).await;
+    // A request head that trickles in a byte every 100 ms never completes.
+    let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: abcdefghijklmnopqrstuvwxyz0123456789\r\n\r\n";
+    let started = Instant::now();
+    let answer = exchange(s.addr, head.iter().map(|b| vec![*b]).collect(), Duration::from_millis(100)).await;
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "closed at the deadline, not after the whole trickle");
+    assert_healthy(&s, "After").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_bound_without_content_length_are_cut_off() {
     let s = start(Auth::Open, |c| c.limits.max_batch_bytes = 4096).await;
     let line = person("Big", 1);
