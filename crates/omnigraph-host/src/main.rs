@@ -378,11 +378,18 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Export { root, branch, at } => {
             let graph = root.open().await?;
             let mut out = std::io::stdout().lock();
-            graph
+            let mut reader_gone = false;
+            let exported = graph
                 .export(&branch, at, |chunk| {
-                    std::future::ready(out.write_all(chunk.as_bytes()).map_err(|e| EngineError::Storage(e.to_string())))
+                    let written = out.write_all(chunk.as_bytes());
+                    reader_gone = matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe);
+                    std::future::ready(written.map_err(|e| EngineError::Storage(format!("stdout: {e}"))))
                 })
-                .await?;
+                .await;
+            // `export | head` closing the pipe early is how a reader says "enough".
+            if !reader_gone {
+                exported?;
+            }
         }
         Command::Log { root, branch } => {
             for commit in root.open().await?.log(&branch).await? {
