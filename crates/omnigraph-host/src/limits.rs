@@ -34,6 +34,14 @@ pub const LOOKUP_CHUNK: usize = 4_096;
 /// merges and lookups cost per fragment.
 pub const MAX_FRAGMENTS: usize = 32;
 
+/// Lance's index cache per graph root (the BTree pages of `_id`, `_src`,
+/// `_dst` and @unique lookups). Past it, least-recently-used pages are
+/// evicted and re-read: slower, never an error.
+pub const INDEX_CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Lance's metadata cache per graph root (manifests, fragment metadata).
+pub const METADATA_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Loads one actor may have in flight on a server; more are answered 429.
 pub const DEFAULT_MAX_LOADS_PER_ACTOR: usize = 4;
 

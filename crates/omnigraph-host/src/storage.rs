@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
-use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
+use lance::io::{ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
 use lance::Dataset;
 use lance::session::Session;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::EngineError;
+use crate::limits::{INDEX_CACHE_BYTES, METADATA_CACHE_BYTES};
 
 /// A graph root: where its tables and manifest objects are.
 #[derive(Clone)]
@@ -47,6 +48,13 @@ impl std::fmt::Debug for GraphRoot {
 /// (`aws_endpoint`, `aws_region`, `aws_access_key_id`,
 /// `aws_secret_access_key`, `aws_allow_http`).
 pub type StorageOptions = HashMap<String, String>;
+
+/// A Lance session with explicit cache bounds: Lance's defaults (6 GiB of
+/// index cache, 1 GiB of metadata per session) would let a server's memory
+/// grow with its tables.
+fn bounded_session() -> Arc<Session> {
+    Arc::new(Session::new(INDEX_CACHE_BYTES, METADATA_CACHE_BYTES, Arc::new(ObjectStoreRegistry::default())))
+}
 
 impl GraphRoot {
     /// A root for a new graph: like [`GraphRoot::new`], creating a missing
@@ -77,7 +85,7 @@ impl GraphRoot {
             let store: Arc<dyn ObjectStore> =
                 if prefix.is_empty() { s3 } else { Arc::new(PrefixStore::new(s3, prefix)) };
             let uri = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
-            return Ok(GraphRoot { uri, local_dir: None, options, store, session: Arc::default() });
+            return Ok(GraphRoot { uri, local_dir: None, options, store, session: bounded_session() });
         }
         if location.contains("://") {
             return Err(EngineError::InvalidRoot(format!("{location}: only local paths and s3:// are supported")));
@@ -92,7 +100,7 @@ impl GraphRoot {
             local_dir: Some(dir),
             options,
             store: Arc::new(store),
-            session: Arc::default(),
+            session: bounded_session(),
         })
     }
 
