@@ -61,7 +61,7 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     let load = |resume: bool, batch_lines: &str| {
         let mut cmd = Command::new(BIN);
         cmd.arg("load").args(dir.cli_args()).args(["--batch-lines", batch_lines, file.to_str().unwrap()])
-            .env("OMNIGRAPH_LEASE_TTL_MS", "1000")
+            .env("OMNIGRAPH_LEASE_TTL_MS", lease_ttl_ms().to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         dir.apply_env(&mut cmd);

@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
-const LEASE_TTL_MS: &str = "1500";
 
 fn load_command(place: &Place, file: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     // Widen the commit protocol's window (the binary is built with the
     // `failpoints` feature for tests), so random kills land inside it.
     cmd.env("FAILPOINTS", "after-record=sleep(100);after-table-commit=sleep(100);after-sync=sleep(50)");
-    cmd.arg("load").args(place.cli_args()).args(["--lease-ttl-ms", LEASE_TTL_MS, file.to_str().unwrap()]);
+    cmd.arg("load").args(place.cli_args()).args(["--lease-ttl-ms", &lease_ttl_ms().to_string(), file.to_str().unwrap()]);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     place.apply_env(&mut cmd);
     cmd

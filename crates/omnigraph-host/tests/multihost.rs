@@ -17,7 +17,6 @@ use common::*;
 use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
-const LEASE_TTL_MS: &str = "1500";
 
 /// A host process serving `place`; killed (SIGKILL) when dropped.
 struct Host {
@@ -30,7 +29,7 @@ impl Host {
         let mut cmd = Command::new(BIN);
         cmd.arg("serve")
             .args(place.cli_args())
-            .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", LEASE_TTL_MS])
+            .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", &lease_ttl_ms().to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         place.apply_env(&mut cmd);
@@ -184,7 +183,7 @@ async fn a_host_killed_while_holding_the_lease_is_recovered_by_another() {
     let started = std::time::Instant::now();
     let (status, body) = post_load(&client, &healthy.url, "", numbered_batch(3)).await;
     assert_eq!(status, 200, "{body}");
-    eprintln!("host B committed {:?} after {} ms (lease TTL {LEASE_TTL_MS} ms)", body["commit"]["seq"], started.elapsed().as_millis());
+    eprintln!("host B committed {:?} after {} ms (lease TTL {} ms)", body["commit"]["seq"], started.elapsed().as_millis(), lease_ttl_ms());
 
     let graph = reopen(&place).await;
     assert!(!graph.root().exists("_graph/recovery.json").await.unwrap(), "B recovered A's commit");

@@ -23,7 +23,14 @@ pub fn validator() -> Arc<Validator> {
 
 /// A writer with a short lease, so tests of crashed writers wait little.
 pub fn config() -> EngineConfig {
-    EngineConfig { lease_ttl: Duration::from_millis(1500), lease_wait: Duration::from_secs(20), ..EngineConfig::default() }
+    EngineConfig { lease_ttl: Duration::from_millis(lease_ttl_ms()), lease_wait: Duration::from_secs(20), ..EngineConfig::default() }
+}
+
+/// The tests' lease: short, so a crashed writer is taken over quickly, but
+/// longer than a load: on moto (one Python process serving every request) a
+/// load on a busy machine takes seconds.
+pub fn lease_ttl_ms() -> u64 {
+    if on_s3() { 6_000 } else { 1_500 }
 }
 
 /// Where a test's graphs live: a temp dir, or a fresh prefix of the
