@@ -383,7 +383,8 @@ async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body, kind: B
         }
     })?;
     // A body of unknown length gives back what it did not use.
-    drop(budget.split(budget.num_permits() - (bytes.len().max(1)).min(budget.num_permits())));
+    let used = bytes.len().clamp(1, budget.num_permits());
+    drop(budget.split(budget.num_permits() - used));
     Ok(HeldBody { bytes, _budget: budget })
 }
 
