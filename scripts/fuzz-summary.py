@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Summarises libFuzzer logs (fuzz/logs/<target>.log) as a markdown table:
-executions, duration, final coverage, and when coverage last grew (the
-plateau). Time of a line = its execution count / its average exec/s."""
+executions, duration, final coverage, the edges found in the last ten
+minutes and when coverage last grew (the plateau). Time of a line = its execution count / its average exec/s."""
 import re
 import sys
 
 LINE = re.compile(r"^#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\S+).*?exec/s: (\d+) rss: (\d+)Mb")
 
-print("| target | runs | time | exec/s | cov (edges) | ft (features) | corpus | cov last grew at | ft last grew at | peak RSS |")
+print("| target | runs | time | exec/s | cov (edges) | ft (features) | corpus | new edges in the last 10 min | cov last grew at | peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
     target = path.rsplit("/", 1)[-1].removesuffix(".log")
     last = None
-    cov_grew = ft_grew = 0.0
-    prev_cov = prev_ft = -1
+    cov_grew = 0.0
+    prev_cov = -1
     peak = 0
+    history = []  # (time, cov)
     for line in open(path, errors="replace"):
         m = LINE.match(line)
         if not m:
@@ -24,12 +25,13 @@ for path in sys.argv[1:]:
         t = runs / eps
         if cov > prev_cov:
             cov_grew, prev_cov = t, cov
-        if ft > prev_ft:
-            ft_grew, prev_ft = t, ft
         peak = max(peak, rss)
+        history.append((t, cov))
         last = (runs, t, eps, cov, ft, corp, size)
     if last is None:
         continue
     runs, t, eps, cov, ft, corp, size = last
+    before = max((c for (when, c) in history if when <= t - 600), default=0)
+    gain = f"+{cov - before} ({(cov - before) / cov:.1%})" if before else "—"
     mins = lambda s: f"{s / 60:.0f} min"
-    print(f"| {target} | {runs:,} | {mins(t)} | {eps:,} | {cov:,} | {ft:,} | {corp} ({size}) | {mins(cov_grew)} | {mins(ft_grew)} | {peak} MB |")
+    print(f"| {target} | {runs:,} | {mins(t)} | {eps:,} | {cov:,} | {ft:,} | {corp} ({size}) | {gain} | {mins(cov_grew)} | {peak} MB |")
