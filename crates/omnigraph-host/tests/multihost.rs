@@ -118,11 +118,32 @@ async fn hosts_sharing_a_store_commit_every_acknowledged_load_exactly_once() {
             (branch, acked)
         }));
     }
+    // Meanwhile two hosts fork the same new branch with their first loads.
+    let racers: Vec<_> = (0..2)
+        .map(|k| {
+            let hosts = hosts.clone();
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                post_load(&client, &hosts[k].url, "branch=race&from=main", numbered_batch(700 + k)).await
+            })
+        })
+        .collect();
     let mut acked: BTreeMap<&str, Vec<(u64, usize)>> = BTreeMap::new();
     for client in clients {
         let (branch, loads) = client.await.unwrap();
         acked.entry(branch).or_default().extend(loads);
     }
+    let mut forked_at = Vec::new();
+    for (k, racer) in racers.into_iter().enumerate() {
+        let (status, body) = racer.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        if body["created"].as_bool().unwrap() {
+            assert_eq!(body["base"]["branch"], "main");
+            forked_at.push(body["base"]["seq"].as_u64().unwrap());
+        }
+        acked.entry("race").or_default().push((body["commit"]["seq"].as_u64().unwrap(), 700 + k));
+    }
+    assert_eq!(forked_at.len(), 1, "exactly one of the racing forks created the branch");
     drop(hosts);
 
     let graph = reopen(&place).await;
@@ -132,10 +153,14 @@ async fn hosts_sharing_a_store_commit_every_acknowledged_load_exactly_once() {
         let base: BTreeSet<usize> = match *branch {
             "b1" => [900].into(),
             "b2" => [901].into(),
+            // What main held at the commit the race's winner forked from.
+            "race" => people_per_batch_at(&graph, "main", Some(forked_at[0])).await.into_keys().collect(),
             _ => BTreeSet::new(),
         };
-        // One commit per acknowledged load (plus init, or the fork).
-        assert_eq!(log.len(), loads.len() + 1, "{branch}: commits {:?}", log.iter().map(|c| c.seq).collect::<Vec<_>>());
+        // One commit per acknowledged load (plus init, or the fork; a branch
+        // forked by a load starts with that load's commit).
+        let forked_by_a_load = *branch == "race";
+        assert_eq!(log.len(), loads.len() + usize::from(!forked_by_a_load), "{branch}: commits {:?}", log.iter().map(|c| c.seq).collect::<Vec<_>>());
         // Each receipt's commit shows exactly the loads acknowledged up to it,
         // each whole: no commit holds part or all of another host's batch.
         let mut expected = base.clone();
