@@ -282,7 +282,8 @@ impl LoadQuery {
             mode,
             strict: true,
             actor: actor.name.clone(),
-            batch: Arc::new(batch.to_vec()),
+            // No copy: the body's buffer is handed over whole.
+            batch: Arc::new(Vec::from(batch)),
             batch_key: self.batch_key.clone(),
         }
     }
@@ -302,53 +303,65 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
 }
 
-/// What a request body is, which sets its bound and its 413's code.
+/// What a request body is: its media type (else 415), its bound and its
+/// 413's code.
 #[derive(Clone, Copy)]
 enum BodyKind {
-    /// A batch (loads, dry runs): `limits.max_batch_bytes`, SPEC §5.
-    Batch,
+    /// An NDJSON batch (strict loads, dry runs): `limits.max_batch_bytes`, SPEC §5.
+    Ndjson,
+    /// The compat route's JSON wrapper of a batch: the same bound.
+    CompatJson,
     /// A small JSON request (branch creation): [`MAX_CONTROL_BODY_BYTES`].
     Control,
 }
 
 impl BodyKind {
+    fn media_type(self) -> &'static str {
+        match self {
+            BodyKind::Ndjson => "application/x-ndjson",
+            BodyKind::CompatJson | BodyKind::Control => "application/json",
+        }
+    }
+
     fn limit(self, state: &AppState) -> u64 {
         match self {
-            BodyKind::Batch => state.config.limits.max_batch_bytes,
+            BodyKind::Ndjson | BodyKind::CompatJson => state.config.limits.max_batch_bytes,
             BodyKind::Control => MAX_CONTROL_BODY_BYTES,
         }
     }
 
     fn too_large(self, limit: u64, actual: u64) -> ApiError {
         let (code, resource) = match self {
-            BodyKind::Batch => ("batch_bytes_limit", "batch_bytes"),
+            BodyKind::Ndjson | BodyKind::CompatJson => ("batch_bytes_limit", "batch_bytes"),
             BodyKind::Control => ("body_too_large", "body_bytes"),
         };
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, format!("the body exceeds {limit} bytes"))
             .details(json!({"resource": resource, "limit": limit, "actual": actual}))
     }
-}
 
-/// 415 unless the request's media type (parameters aside) is `expected`.
-fn require_content_type(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
-    let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if given.split(';').next().map(str::trim).is_some_and(|t| t.eq_ignore_ascii_case(expected)) {
-        return Ok(());
+    /// 415 unless the request's media type (parameters aside) is this kind's.
+    fn check_media_type(self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let expected = self.media_type();
+        let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if given.split(';').next().map(str::trim).is_some_and(|t| t.eq_ignore_ascii_case(expected)) {
+            return Ok(());
+        }
+        Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", format!("this route takes Content-Type: {expected}")))
     }
-    Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", format!("this route takes Content-Type: {expected}")))
 }
 
-/// A request body and its share of the server's in-flight byte budget,
-/// released when the request is done with the bytes.
+/// A request body and its share of the server's in-flight byte budget;
+/// keep `budget` alive as long as the bytes (or a copy of them) are held.
 struct HeldBody {
     bytes: Bytes,
-    _budget: OwnedSemaphorePermit,
+    budget: OwnedSemaphorePermit,
 }
 
-/// The body, within the server's bounds: refused by `Content-Length` before
-/// reading, refused (503) when the in-flight budget cannot hold it, cut off
+/// The body, within the server's bounds: refused by media type (415) and by
+/// `Content-Length` before reading, refused (503) when the in-flight budget cannot hold it, cut off
 /// while reading a body that runs over, and timed out (408) when it trickles.
 async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body, kind: BodyKind) -> Result<HeldBody, ApiError> {
+    kind.check_media_type(headers)?;
     let limit = kind.limit(state);
     let declared = content_length(headers);
     if let Some(len) = declared
@@ -385,11 +398,8 @@ async fn read_bounded(state: &AppState, headers: &HeaderMap, body: Body, kind: B
     // A body of unknown length gives back what it did not use.
     let used = bytes.len().clamp(1, budget.num_permits());
     drop(budget.split(budget.num_permits() - used));
-    Ok(HeldBody { bytes, _budget: budget })
+    Ok(HeldBody { bytes, budget })
 }
-
-const NDJSON: &str = "application/x-ndjson";
-const JSON: &str = "application/json";
 
 /// An extractor (`Path`, `Query`) whose refusal of a malformed URL is
 /// answered as a JSON error (400 `invalid_path` / `invalid_query`) like
@@ -508,10 +518,8 @@ async fn load_ndjson(
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
     check_branch(&graph, &actor, &id, branch, query.from.as_deref()).await?;
     let mode = parse_mode(query.mode.as_deref())?;
-    require_content_type(&parts.headers, NDJSON)?;
-    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
-    let request = query.request(mode, &actor, body.bytes.clone());
-    run_load(&state, &graph, &actor, request).await
+    let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
+    run_load(&state, &graph, &actor, query.request(mode, &actor, bytes)).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -539,9 +547,8 @@ async fn load_compat(State(state): State<Arc<AppState>>, Checked(Path(id)): Chec
 async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, id, &parts.headers, Permission::Change).await?;
-    require_content_type(&parts.headers, JSON)?;
-    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
-    let parsed: CompatBody = serde_json::from_slice(&body.bytes)
+    let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::CompatJson).await?;
+    let parsed: CompatBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("compat body: {e}")))?;
     let branch = parsed.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
     check_branch(&graph, &actor, id, &branch, parsed.from.as_deref()).await?;
@@ -569,9 +576,8 @@ async fn validate(
 ) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Read).await?;
-    require_content_type(&parts.headers, NDJSON)?;
-    let body = read_bounded(&state, &parts.headers, body, BodyKind::Batch).await?;
-    let request = query.request(parse_mode(query.mode.as_deref())?, &actor, body.bytes.clone());
+    let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
+    let request = query.request(parse_mode(query.mode.as_deref())?, &actor, bytes);
     match graph.dry_run(&request).await {
         Ok(dry) => Ok(axum::Json(json!({
             "ok": dry.conflicts.is_empty(),
@@ -643,7 +649,6 @@ struct NewBranch {
 async fn create_branch(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, request: Request) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::BranchCreate).await?;
-    require_content_type(&parts.headers, JSON)?;
     let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
     let new: NewBranch = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("branch body: {e}")))?;
