@@ -97,9 +97,7 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
     fail::cfg("after-table-commit", "panic").unwrap();
     let crashing = graph.clone();
     let crashed = tokio::spawn(async move {
-        let mut req = request("side", Mode::Merge, &batch());
-        req.from = Some("main".into());
-        crashing.load(req).await
+        crashing.load(fork_request("side", "main", Mode::Merge, &batch())).await
     })
     .await;
     fail::remove("after-table-commit");
@@ -108,9 +106,7 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
     survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
     assert!(survivor.head("side").await.unwrap().is_none());
     // The branch can then be forked for real; the leftover Lance branch is replaced.
-    let mut req = request("side", Mode::Merge, &batch());
-    req.from = Some("main".into());
-    survivor.load(req).await.unwrap();
+    survivor.load(fork_request("side", "main", Mode::Merge, &batch())).await.unwrap();
     assert_eq!(counts(&survivor, "side").await["Person"], 2);
     assert_eq!(counts(&survivor, "main").await["Person"], 1);
     assert_heads_published(&survivor).await;

@@ -163,15 +163,12 @@ async fn branches_are_isolated_cheap_and_forked_with_their_first_load() {
     let main_before = export(&g, "main", None).await;
 
     // A refused fork-with-load leaves no branch.
-    let mut bad = request("feature", Mode::Merge, &knows("k1", "A", "Ghost"));
-    bad.from = Some("main".into());
+    let bad = fork_request("feature", "main", Mode::Merge, &knows("k1", "A", "Ghost"));
     assert!(matches!(g.load(bad).await, Err(EngineError::Rejected { .. })));
     assert!(g.head("feature").await.unwrap().is_none());
 
     // A good one creates it in the same commit.
-    let mut good = request("feature", Mode::Merge, &person("B", 2));
-    good.from = Some("main".into());
-    let r = g.load(good).await.unwrap();
+    let r = g.load(fork_request("feature", "main", Mode::Merge, &person("B", 2))).await.unwrap();
     let commit = r.commit.unwrap();
     assert_eq!((r.created_from.unwrap().branch.as_str(), commit.seq, commit.kind), ("main", 0, CommitKind::Load));
     assert_eq!(export(&g, "main", None).await, main_before, "main does not see the branch's rows");

@@ -85,8 +85,7 @@ async fn hosts_sharing_a_store_commit_every_acknowledged_load_exactly_once() {
     let graph = init(&place).await;
     // Two more branches, forked with their first load before the hosts start.
     for (branch, n) in [("b1", 900), ("b2", 901)] {
-        let request = omnigraph_host::LoadRequest { from: Some("main".into()), ..request(branch, Mode::Merge, &numbered_batch(n)) };
-        graph.load(request).await.unwrap();
+        graph.load(fork_request(branch, "main", Mode::Merge, &numbered_batch(n))).await.unwrap();
     }
     let hosts: Arc<Vec<Host>> = Arc::new((0..3).map(|_| Host::start(&root, None)).collect());
 

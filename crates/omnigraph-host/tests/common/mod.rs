@@ -142,6 +142,11 @@ pub fn request(branch: &str, mode: Mode, batch: &str) -> LoadRequest {
     LoadRequest { branch: branch.into(), from: None, mode, strict: true, actor: "tester".into(), batch: Arc::new(batch.as_bytes().to_vec()), batch_key: None }
 }
 
+/// A load into `branch` that forks it from `from` if it does not exist.
+pub fn fork_request(branch: &str, from: &str, mode: Mode, batch: &str) -> LoadRequest {
+    LoadRequest { from: Some(from.into()), ..request(branch, mode, batch) }
+}
+
 pub async fn load(graph: &Graph, branch: &str, mode: Mode, batch: &str) -> Result<Receipt, EngineError> {
     graph.load(request(branch, mode, batch)).await
 }
