@@ -12,13 +12,17 @@
 //! --max-inflight-bytes, 16).
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use omnigraph_host::validator::{RunnerConfig, Validator};
 use omnigraph_host::{EngineConfig, Graph, GraphRoot};
+
+#[path = "../tests/common/host_process.rs"]
+mod host_process;
+use host_process::HostProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 const SCHEMA: &str = "node Doc { name: String @key  body: String }\nedge Cites: Doc -> Doc";
@@ -114,22 +118,12 @@ fn main() {
         .collect();
     let auth = dir.path().join("tokens.toml");
     std::fs::write(&auth, tokens).unwrap();
-    let mut host = Command::new(BIN)
+    let mut serve = Command::new(BIN);
+    serve
         .args(["serve", "--listen", "127.0.0.1:0", "--root", dir.path().to_str().unwrap(), "--auth", auth.to_str().unwrap()])
-        .args(["--max-inflight-bytes", &(inflight_mib << 20).to_string(), "--max-loads-per-actor", &per_actor.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = host.id();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(host.stderr.take().unwrap()));
-    let url = loop {
-        let line = lines.next().expect("host exited").unwrap();
-        if let Some(addr) = line.split(" on http://").nth(1) {
-            break format!("http://{addr}");
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+        .args(["--max-inflight-bytes", &(inflight_mib << 20).to_string(), "--max-loads-per-actor", &per_actor.to_string()]);
+    let host = HostProcess::spawn(serve);
+    let (pid, url) = (host.child.id(), host.url.clone());
     let (idle_kb, _) = memory_kb(pid).unwrap();
 
     // Sample the host's memory while the clients run.
@@ -220,8 +214,7 @@ fn main() {
     running.store(false, Ordering::Relaxed);
     sampler.join().unwrap();
     let (_, hwm_kb) = memory_kb(pid).unwrap();
-    host.kill().unwrap();
-    host.wait().unwrap();
+    drop(host);
 
     // The graph holds exactly the acknowledged rows: names are unique per
     // batch, so a lost, duplicated or partly applied batch changes a count.

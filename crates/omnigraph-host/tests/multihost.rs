@@ -8,53 +8,27 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::host_process::HostProcess;
 use common::*;
 use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 
-/// A host process serving `place`; killed (SIGKILL) when dropped.
-struct Host {
-    child: Child,
-    url: String,
-}
-
-impl Host {
-    fn start(place: &Place, failpoints: Option<&str>) -> Host {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("serve")
-            .args(place.cli_args())
-            .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", &lease_ttl_ms().to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        place.apply_env(&mut cmd);
-        if let Some(points) = failpoints {
-            cmd.env("FAILPOINTS", points);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next().expect("the host exited before listening").unwrap();
-            if let Some(addr) = line.split(" on http://").nth(1) {
-                break format!("http://{addr}");
-            }
-        };
-        // Keep draining the host's log so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Host { child, url }
+/// A host process serving the graphs under `place`.
+fn start_host(place: &Place, failpoints: Option<&str>) -> HostProcess {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve")
+        .args(place.cli_args())
+        .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", &lease_ttl_ms().to_string()]);
+    place.apply_env(&mut cmd);
+    if let Some(points) = failpoints {
+        cmd.env("FAILPOINTS", points);
     }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    HostProcess::spawn(cmd)
 }
 
 /// One load over HTTP: the status and the JSON answer, retrying while the
@@ -87,7 +61,7 @@ async fn hosts_sharing_a_store_commit_every_acknowledged_load_exactly_once() {
     for (branch, n) in [("b1", 900), ("b2", 901)] {
         graph.load(fork_request(branch, "main", Mode::Merge, &numbered_batch(n))).await.unwrap();
     }
-    let hosts: Arc<Vec<Host>> = Arc::new((0..3).map(|_| Host::start(&root, None)).collect());
+    let hosts: Arc<Vec<HostProcess>> = Arc::new((0..3).map(|_| start_host(&root, None)).collect());
 
     // Six clients, three loads each, rotating over the hosts; clients 0-3
     // share main, 4 and 5 load b1 and b2. Each also sends a batch with one
@@ -182,8 +156,8 @@ async fn a_host_killed_while_holding_the_lease_is_recovered_by_another() {
     let graph = init(&place).await;
     load(&graph, "main", Mode::Merge, &numbered_batch(1)).await.unwrap();
     // Host A stalls after its first table commit, holding the lease.
-    let mut stalled = Host::start(&root, Some("after-table-commit=sleep(20000)"));
-    let healthy = Host::start(&root, None);
+    let mut stalled = start_host(&root, Some("after-table-commit=sleep(20000)"));
+    let healthy = start_host(&root, None);
     let client = reqwest::Client::new();
     let lost = tokio::spawn({
         let (client, url) = (client.clone(), stalled.url.clone());

@@ -4,6 +4,8 @@
 //! wasmtime.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod host_process;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
