@@ -393,6 +393,7 @@ case("compat_syntax_error_recovers", ["json_syntax"], P, lines('{"type":"Person"
 case("compat_bom_tolerated", [], P, "\ufeff" + lines(ADA), C)
 case("compat_out_of_range_still_error", ["out_of_range"], T, lines(t(i32=2**40)), C)
 case("compat_unknown_type_still_error", ["unknown_type"], P, lines('{"type":"Robot"}'), C)
+case("compat_duplicate_type_last_wins", [], P, lines('{"type":"Company","data":{"name":"Ada","age":36},"type":"Person"}'), C)
 
 
 def write(path, content):

@@ -150,7 +150,10 @@ pub fn parse_record<'a>(
                 }
                 continue;
             }
+            // Compat keeps the last of duplicate members, so a later "type"
+            // may still change the type: there `data` is decoded at the end.
             let known = match (&env.node_type, &env.edge) {
+                _ if cx.compat => None,
                 (Some((t, _)), None) => resolve_type(cx.schema, t, TableKind::Node),
                 (None, Some((e, _))) => resolve_type(cx.schema, e, TableKind::Edge),
                 _ => None,
