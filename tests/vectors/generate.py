@@ -393,6 +393,17 @@ case("compat_syntax_error_recovers", ["json_syntax"], P, lines('{"type":"Person"
 case("compat_bom_tolerated", [], P, "\ufeff" + lines(ADA), C)
 case("compat_out_of_range_still_error", ["out_of_range"], T, lines(t(i32=2**40)), C)
 case("compat_unknown_type_still_error", ["unknown_type"], P, lines('{"type":"Robot"}'), C)
+case("compat_wrong_scalars_are_null", [], T, lines(t(color=1, b="yes", f64="1.5", s=[1], u64={})), C)
+case("compat_wrong_list_item_required_fails", ["null_not_allowed"], R, lines(node("R", name="a", n=1, tags=[1])), C)
+case("compat_wrong_list_item_and_bad_item", ["out_of_range"], T, lines(t(nums=["x", 2**64])), C)
+case("compat_int_fraction_still_error", ["type_mismatch"], T, lines('{"type":"T","data":{"i32":1.5}}'), C)
+case("compat_list_not_array", ["type_mismatch"], T, lines(t(tags="a")), C)
+case("compat_date_wrong_kind", ["type_mismatch"], T, lines(t(d=True)), C)
+case("compat_datetime_wrong_kind", ["type_mismatch"], T, lines(t(dt=[2026])), C)
+case("compat_date_list_item_wrong_kind", ["type_mismatch"], T, lines(t(days=["2026-01-01", True])), C)
+case("compat_vector_wrong_kind", ["type_mismatch"], T, lines(t(v="1,2,3")), C)
+case("compat_vector_wrong_item", ["type_mismatch"], T, lines(t(v=[1, "2", 3])), C)
+case("compat_blob_wrong_kind", ["type_mismatch"], T, lines(t(blob=5)), C)
 case("compat_duplicate_type_last_wins", [], P, lines('{"type":"Company","data":{"name":"Ada","age":36},"type":"Person"}'), C)
 
 

@@ -37,11 +37,33 @@ pub struct Invalid {
     pub pos: usize,
     pub path: String,
     pub message: String,
+    /// The value has the wrong JSON kind (not merely bad content): what
+    /// compat mode may turn into null.
+    wrong_kind: bool,
 }
 
 impl Invalid {
     fn new(code: ErrorCode, pos: usize, message: String) -> Self {
-        Invalid { code, pos, path: String::new(), message }
+        Invalid { code, pos, path: String::new(), message, wrong_kind: false }
+    }
+
+    /// Compat mode (SPEC §2.6) turns this into null: a value of the wrong
+    /// JSON kind for a scalar that is neither a Date nor a DateTime. Lists,
+    /// vectors, blobs and dates are never nulled.
+    fn nulled_in_compat(&self, ty: &ValueType) -> bool {
+        self.wrong_kind
+            && matches!(
+                ty,
+                ValueType::String
+                    | ValueType::Enum(_)
+                    | ValueType::Bool
+                    | ValueType::I32
+                    | ValueType::I64
+                    | ValueType::U32
+                    | ValueType::U64
+                    | ValueType::F32
+                    | ValueType::F64
+            )
     }
 }
 
@@ -50,12 +72,13 @@ impl Invalid {
 pub type Decoded<'a> = Result<Result<Val<'a>, Invalid>, JsonError>;
 
 fn mismatch(expected: &str, got: Kind, pos: usize) -> Invalid {
-    Invalid::new(ErrorCode::TypeMismatch, pos, format!("expected {expected}, got {}", got.article()))
+    Invalid { wrong_kind: true, ..Invalid::new(ErrorCode::TypeMismatch, pos, format!("expected {expected}, got {}", got.article())) }
 }
 
 /// Decodes the next value as `ty`. `null` gives [`Val::Null`]; the caller
-/// applies nullability. In compat mode a value of the wrong JSON kind
-/// becomes null.
+/// applies nullability. In compat mode a scalar of the wrong JSON kind
+/// becomes null, and so does a list with such an item (SPEC §2.6; see
+/// [`Invalid::nulled_in_compat`]).
 pub fn decode<'a>(cur: &mut Cursor<'a>, ty: &ValueType, compat: bool) -> Decoded<'a> {
     let kind = cur.peek_kind()?;
     let pos = cur.pos;
@@ -65,7 +88,7 @@ pub fn decode<'a>(cur: &mut Cursor<'a>, ty: &ValueType, compat: bool) -> Decoded
     }
     let decoded = decode_present(cur, ty, kind, pos, compat)?;
     match decoded {
-        Err(e) if compat && e.code == ErrorCode::TypeMismatch => Ok(Ok(Val::Null)),
+        Err(e) if compat && e.nulled_in_compat(ty) => Ok(Ok(Val::Null)),
         other => Ok(other),
     }
 }
@@ -156,7 +179,7 @@ fn decode_present<'a>(cur: &mut Cursor<'a>, ty: &ValueType, kind: Kind, pos: usi
             _ => skip_as(cur, mismatch("a string \"base64:…\"", kind, pos)),
         },
         ValueType::Vector(n) => match kind {
-            Kind::Array => vector(cur, *n, pos, compat),
+            Kind::Array => vector(cur, *n, pos),
             _ => skip_as(cur, mismatch(&format!("an array of {n} numbers"), kind, pos)),
         },
         ValueType::List(item) => match kind {
@@ -166,7 +189,7 @@ fn decode_present<'a>(cur: &mut Cursor<'a>, ty: &ValueType, kind: Kind, pos: usi
     }
 }
 
-fn vector<'a>(cur: &mut Cursor<'a>, n: u32, pos: usize, compat: bool) -> Decoded<'a> {
+fn vector<'a>(cur: &mut Cursor<'a>, n: u32, pos: usize) -> Decoded<'a> {
     cur.begin_array()?;
     let mut out = Vec::with_capacity(n as usize);
     let mut first = true;
@@ -196,9 +219,6 @@ fn vector<'a>(cur: &mut Cursor<'a>, n: u32, pos: usize, compat: bool) -> Decoded
         count += 1;
     }
     if let Some(e) = problem {
-        if compat && e.code == ErrorCode::TypeMismatch {
-            return Ok(Ok(Val::Null));
-        }
         return Ok(Err(e));
     }
     if count != n as usize {
@@ -216,8 +236,11 @@ fn list<'a>(cur: &mut Cursor<'a>, item: &ValueType, compat: bool) -> Decoded<'a>
     let mut out = Vec::new();
     let mut first = true;
     let mut problem: Option<Invalid> = None;
+    // Compat: an item of the wrong JSON kind makes the list null (lists
+    // never hold nulls), unless another item is refused outright.
+    let mut nulled = false;
+    let mut index = 0usize;
     while cur.next_item(&mut first)? {
-        let index = out.len();
         let item_pos = cur.pos;
         let kind = cur.peek_kind()?;
         let decoded = if kind == Kind::Null {
@@ -228,21 +251,21 @@ fn list<'a>(cur: &mut Cursor<'a>, item: &ValueType, compat: bool) -> Decoded<'a>
         };
         match decoded {
             Ok(v) => out.push(v),
+            Err(e) if compat && e.nulled_in_compat(item) => nulled = true,
             Err(mut e) => {
                 if problem.is_none() {
                     e.path = format!("/{index}{}", e.path);
                     problem = Some(e);
                 }
-                out.push(Val::Null);
             }
         }
+        index += 1;
     }
-    match problem {
-        // Compat: a wrong-typed item makes the whole list null (SPEC §2.6).
-        Some(e) if compat && e.code == ErrorCode::TypeMismatch => Ok(Ok(Val::Null)),
-        Some(e) => Ok(Err(e)),
-        None => Ok(Ok(Val::List(out))),
-    }
+    Ok(match problem {
+        Some(e) => Err(e),
+        None if nulled => Ok(Val::Null),
+        None => Ok(Val::List(out)),
+    })
 }
 
 /// An integer literal checked against the type's range, exactly.
