@@ -374,6 +374,11 @@ case("error_cap_truncates", ["unknown_property"], P,
 case("many_errors_one_line", ["not_in_enum", "out_of_range", "type_mismatch"], T,
      lines('{"type":"T","data":{"color":"x","u32":-1,"b":0,"s":true}}'))
 case("echo_is_truncated", ["not_in_enum"], T, lines(t(color="x" * 500)))
+LONG = "k" * 200
+case("duplicate_member_long_names", ["duplicate_member", "unknown_field", "unknown_property"], P,
+     lines(f'{{"type":"Person","data":{{"name":"Ada"}},"{LONG}":1,"{LONG}":2}}',
+           f'{{"type":"Person","data":{{"name":"Ada","{LONG}":1,"{LONG}":2}}}}',
+           f'{{"type":"Person","data":{{"name":"Ada","extra":{{"{LONG}":1,"{LONG}":2}}}}}}'))
 case("mode_in_rules_append", [], P, lines(ADA), {"mode": "append"})
 
 # --- compat mode (SPEC §2.6) ----------------------------------------------------

@@ -57,7 +57,7 @@ impl RecordCtx<'_, '_> {
         for d in std::mem::take(&mut cur.duplicates) {
             let path = format!("{prefix}{}", d.path);
             self.emit(d.pos, ErrorCode::DuplicateMember, &path, || {
-                format!("duplicate member at {path}; every object member name must be unique")
+                format!("duplicate member at {}; every object member name must be unique", echo(&path))
             });
         }
     }
@@ -122,7 +122,7 @@ pub fn parse_record<'a>(
         };
         if duplicate && !cx.compat {
             let path = member_path("", &key);
-            cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member \"{}\" appears twice", &path[1..]));
+            cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member {} appears twice", echo(&key)));
         }
         if let Some(slot) = slot {
             let vpos = cur.pos;
@@ -366,7 +366,7 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, value
                 continue;
             }
             if !unknown.insert(key.clone()) {
-                cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member {path} appears twice"));
+                cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member {} appears twice in data", echo(&key)));
             }
             report_unknown_property(cx, def, &key, at, &path);
             continue;

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use omnigraph_validate_wasm::limits::MAX_ECHO_CHARS;
 use omnigraph_validate_wasm::{ErrorCode, Options, Schema, prepare, validate};
 
 fn corpus_dir() -> PathBuf {
@@ -108,6 +109,26 @@ fn corpus_reports_have_the_codes_their_names_promise() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// SPEC §3: a message echoes at most `MAX_ECHO_CHARS` characters of user
+/// data. The corpus writes long user data (values, member and property
+/// names, ids) as runs of one character, so no message may hold a longer run.
+#[test]
+fn corpus_messages_echo_at_most_the_echo_limit() {
+    let mut long = Vec::new();
+    for dir in cases() {
+        let report: serde_json::Value = serde_json::from_str(&run_case(&dir)).expect("json");
+        for e in report["errors"].as_array().expect("errors") {
+            let message = e["message"].as_str().expect("message");
+            let chars: Vec<char> = message.chars().collect();
+            let longest = chars.chunk_by(|a, b| a == b).map(<[char]>::len).max().unwrap_or(0);
+            if longest > MAX_ECHO_CHARS {
+                long.push(format!("{}: {message}", dir.display()));
+            }
+        }
+    }
+    assert!(long.is_empty(), "messages echo more than {MAX_ECHO_CHARS} characters:\n{}", long.join("\n"));
 }
 
 #[test]
