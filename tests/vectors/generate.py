@@ -411,6 +411,24 @@ case("compat_vector_wrong_item", ["type_mismatch"], T, lines(t(v=[1, "2", 3])), 
 case("compat_blob_wrong_kind", ["type_mismatch"], T, lines(t(blob=5)), C)
 case("compat_duplicate_type_last_wins", [], P, lines('{"type":"Company","data":{"name":"Ada","age":36},"type":"Person"}'), C)
 
+# --- legacy identity (SPEC §2.3) -------------------------------------------------
+L = {"legacy_identity": True}
+case("legacy_data_id_is_identity", [], T,
+     lines('{"type":"T","data":{"id":"t1","s":"a"}}', '{"type":"T","data":{"id":"t1","s":"b"}}', '{"type":"T","id":"t2"}'), L)
+case("legacy_data_id_duplicate_append", ["duplicate_id"], T,
+     lines('{"type":"T","data":{"id":"t1"}}', '{"type":"T","id":"t1"}'), {"mode": "append", **L})
+case("legacy_both_ids", ["ambiguous_id"], T, lines('{"type":"T","id":"t1","data":{"id":"t1"}}'), L)
+case("legacy_data_id_not_string", ["wrong_json_type"], T, lines('{"type":"T","data":{"id":7}}'), L)
+case("legacy_data_id_twice", ["duplicate_member"], T, lines('{"type":"T","data":{"id":"a","id":"b"}}'), L)
+case("legacy_keyed_data_id_matches", [], P, lines('{"type":"Person","data":{"id":"Ada","name":"Ada"}}'), L)
+case("legacy_keyed_data_id_noncanonical", ["noncanonical_id"], P, lines('{"type":"Person","data":{"id":"ada","name":"Ada"}}'), L)
+case("legacy_edge_data_id", [], P,
+     lines(ADA, BOB, '{"edge":"Knows","from":"Ada","to":"Bob","data":{"id":"k1"}}',
+           '{"edge":"Knows","from":"Bob","to":"Ada","data":{"id":"k1"}}'), L)
+case("legacy_declared_id_is_a_property", [], "rules", lines('{"type":"Meter","id":"m1","data":{"id":"m1"}}'), L)
+case("legacy_compat_data_id", [], T, lines('{"type":"T","data":{"id":"t1"}} {"type":"T","data":{"id":"t1","s":"x"}}'),
+     {"strict": False, **L})
+
 
 def write(path, content):
     data = content if isinstance(content, bytes) else content.encode("utf-8")

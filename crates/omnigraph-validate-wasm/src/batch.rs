@@ -47,9 +47,9 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values:
         );
         Counts { lines: 0, records: 0, blank_lines: 0 }
     } else if options.strict {
-        strict_lines(schema, limits, bytes, keep_values, &mut sink, &mut tables)
+        strict_lines(schema, options, bytes, keep_values, &mut sink, &mut tables)
     } else {
-        compat_stream(schema, limits, bytes, keep_values, &mut sink, &mut tables)
+        compat_stream(schema, options, bytes, keep_values, &mut sink, &mut tables)
     };
     let (folded, ids) = fold_duplicates(schema, options.mode, &mut tables, &mut sink);
     check_bounds(schema, options, &tables, &mut sink);
@@ -80,6 +80,7 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values:
             schema_hash: schema.hash().to_owned(),
             mode: options.mode,
             strict: options.strict,
+            legacy_identity: options.legacy_identity,
         },
         stats,
         errors,
@@ -159,12 +160,13 @@ impl Nesting {
 
 fn strict_lines<'a>(
     schema: &Schema,
-    limits: &Limits,
+    options: &Options,
     bytes: &'a [u8],
     keep_values: bool,
     sink: &mut ErrorSink,
     tables: &mut [Vec<Row<'a>>],
 ) -> Counts {
+    let limits = &options.limits;
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
     let mut values = Vec::new();
     let mut pos = 0usize;
@@ -214,7 +216,16 @@ fn strict_lines<'a>(
             }
         };
         let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
-        let mut cx = RecordCtx { schema, compat: false, keep_values, sink, line, offset: line_start as u64, line_start: 0 };
+        let mut cx = RecordCtx {
+            schema,
+            compat: false,
+            legacy_identity: options.legacy_identity,
+            keep_values,
+            sink,
+            line,
+            offset: line_start as u64,
+            line_start: 0,
+        };
         match parse_record(&mut cur, &mut cx, &mut values) {
             Ok(row) => {
                 cur.skip_ws();
@@ -288,12 +299,13 @@ impl LineIndex<'_> {
 
 fn compat_stream<'a>(
     schema: &Schema,
-    limits: &Limits,
+    options: &Options,
     bytes: &'a [u8],
     keep_values: bool,
     sink: &mut ErrorSink,
     tables: &mut [Vec<Row<'a>>],
 ) -> Counts {
+    let limits = &options.limits;
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
     for line in bytes.split(|&b| b == b'\n') {
         counts.lines += 1;
@@ -338,7 +350,16 @@ fn compat_stream<'a>(
         let start = cur.pos;
         let (line, line_start) = lines.advance(start);
         counts.records += 1;
-        let mut cx = RecordCtx { schema, compat: true, keep_values, sink, line, offset: line_start as u64, line_start };
+        let mut cx = RecordCtx {
+            schema,
+            compat: true,
+            legacy_identity: options.legacy_identity,
+            keep_values,
+            sink,
+            line,
+            offset: line_start as u64,
+            line_start,
+        };
         match parse_record(&mut cur, &mut cx, &mut values) {
             Ok(Some((t, row))) => tables[t].push(row),
             Ok(None) => {}

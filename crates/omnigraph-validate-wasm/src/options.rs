@@ -35,11 +35,22 @@ pub struct Options {
     /// How many errors the report lists (1 ..= `MAX_ERRORS_CEILING`); all are counted.
     pub max_errors: u32,
     pub limits: Limits,
+    /// Legacy identity (SPEC §2.3): a record of a type that declares no
+    /// property `id` may carry its identity as `data.id` when the top-level
+    /// `id` is absent; both together are `ambiguous_id`. A keyed node's
+    /// `data.id` must equal its canonical key, like a top-level id.
+    pub legacy_identity: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { mode: Mode::Merge, strict: true, max_errors: DEFAULT_MAX_ERRORS, limits: Limits::default() }
+        Options {
+            mode: Mode::Merge,
+            strict: true,
+            max_errors: DEFAULT_MAX_ERRORS,
+            limits: Limits::default(),
+            legacy_identity: false,
+        }
     }
 }
 

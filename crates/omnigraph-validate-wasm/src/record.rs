@@ -33,6 +33,8 @@ pub struct Row<'a> {
 pub struct RecordCtx<'s, 'e> {
     pub schema: &'s Schema,
     pub compat: bool,
+    /// Legacy identity (SPEC §2.3): `data.id` may carry the identity.
+    pub legacy_identity: bool,
     /// Keep each row's values (for Arrow output); validation alone drops them.
     pub keep_values: bool,
     pub sink: &'e mut ErrorSink,
@@ -77,6 +79,8 @@ struct Envelope<'a> {
     data_pos: Option<usize>,
     /// `data` was parsed into the values buffer as this type (known in time).
     data_parsed_as: Option<usize>,
+    /// `data.id` in legacy identity mode, where its value starts.
+    data_id: Option<(Cow<'a, str>, usize)>,
 }
 
 
@@ -160,7 +164,7 @@ pub fn parse_record<'a>(
             };
             match known {
                 Some(t) => {
-                    parse_data(cur, cx, &cx.schema.types[t], values)?;
+                    env.data_id = parse_data(cur, cx, &cx.schema.types[t], values)?;
                     env.data_parsed_as = Some(t);
                 }
                 None => {
@@ -236,14 +240,14 @@ pub fn parse_record<'a>(
         (Some(_), _) => {}
         (None, Some(at)) => {
             let mut again = cur.reread(at);
-            parse_data(&mut again, cx, def, values)?;
+            env.data_id = parse_data(&mut again, cx, def, values)?;
         }
         (None, None) => missing_data(cx, def, env.data_pos.unwrap_or(start), values),
     }
     if cx.sink.total() != errors_before {
         return Ok(None);
     }
-    let id = identity(cx, def, values, env.id);
+    let id = identity(cx, def, values, env.id, env.data_id);
     if cx.sink.total() != errors_before {
         return Ok(None);
     }
@@ -349,26 +353,46 @@ fn member_path(prefix: &str, name: &str) -> String {
     path
 }
 
-fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, values: &mut Vec<Val<'a>>) -> Result<(), JsonError> {
+/// Decodes `data` into `values`. Returns `data.id` when it carries the
+/// identity (legacy identity mode, a type without a property `id`).
+fn parse_data<'a>(
+    cur: &mut Cursor<'a>,
+    cx: &mut RecordCtx,
+    def: &TypeDef,
+    values: &mut Vec<Val<'a>>,
+) -> Result<Option<(Cow<'a, str>, usize)>, JsonError> {
     let data_pos = cur.pos;
     cur.begin_object()?;
     values.clear();
     values.resize(def.props.len(), Val::Null);
     let mut present = Present::new(def.props.len());
     let mut unknown = KeySet::default();
+    let mut data_id = None;
     let mut first = true;
     while let Some((key, at)) = cur.next_key(&mut first)? {
         let Some(i) = def.prop(&key) else {
             let path = member_path("/data", &key);
-            cur.skip_value(&mut path.clone())?;
-            cx.flush_duplicates(cur, "");
-            if cx.compat {
-                continue;
+            let legacy_id = cx.legacy_identity && key == "id";
+            let vpos = cur.pos;
+            let kind = cur.peek_kind()?;
+            if legacy_id && kind == Kind::String {
+                data_id = Some((cur.parse_string()?, vpos));
+            } else {
+                cur.skip_value(&mut path.clone())?;
+                cx.flush_duplicates(cur, "");
             }
-            if !unknown.insert(key.clone()) {
+            if !cx.compat && !unknown.insert(key.clone()) {
                 cx.emit(at, ErrorCode::DuplicateMember, &path, || format!("member {} appears twice in data", echo(&key)));
             }
-            report_unknown_property(cx, def, &key, at, &path);
+            if legacy_id {
+                if kind != Kind::String {
+                    cx.emit(vpos, ErrorCode::WrongJsonType, &path, || {
+                        format!("\"data.id\" carries the record's identity (legacy identity mode) and must be a string, got {}", kind.article())
+                    });
+                }
+            } else if !cx.compat {
+                report_unknown_property(cx, def, &key, at, &path);
+            }
             continue;
         };
         let prop = &def.props[i];
@@ -401,7 +425,7 @@ fn parse_data<'a>(cur: &mut Cursor<'a>, cx: &mut RecordCtx, def: &TypeDef, value
         }
     }
     report_missing(cx, def, |i| present.has(i), data_pos);
-    Ok(())
+    Ok(data_id)
 }
 
 fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usize, path: &str) {
@@ -475,12 +499,29 @@ fn in_range(rule: &RangeRule, v: &Val<'_>) -> bool {
 
 /// The row's id (SPEC §2.3): keyed nodes derive it and a supplied one must
 /// match byte for byte; others use the supplied id or leave it to the host.
+/// The id is supplied as the top-level `id` or, in legacy identity mode, as
+/// `data.id` (`data_id`); never both.
 fn identity<'a>(
     cx: &mut RecordCtx,
     def: &TypeDef,
     values: &[Val<'a>],
-    supplied: Option<(Cow<'a, str>, usize)>,
+    top_id: Option<(Cow<'a, str>, usize)>,
+    data_id: Option<(Cow<'a, str>, usize)>,
 ) -> Option<Cow<'a, str>> {
+    let (supplied, (path, member)) = match (top_id, data_id) {
+        (Some(_), Some((_, at))) => {
+            cx.emit(at, ErrorCode::AmbiguousId, "/data/id", || {
+                format!(
+                    "{} {} has both a top-level \"id\" and \"data.id\"; in legacy identity mode \"data.id\" is the identity only when the top-level \"id\" is absent: send one of them",
+                    def.kind.word(),
+                    def.name
+                )
+            });
+            return None;
+        }
+        (None, Some(given)) => (Some(given), ("/data/id", "data.id")),
+        (given, None) => (given, ("/id", "id")),
+    };
     let Some(key) = &def.key else { return supplied.map(|(s, _)| s) };
     let canonical: Cow<'a, str> = match key.as_slice() {
         [single] => match &values[*single] {
@@ -494,9 +535,9 @@ fn identity<'a>(
     };
     if let Some((given, at)) = supplied {
         if given != canonical {
-            cx.emit(at, ErrorCode::NoncanonicalId, "/id", || {
+            cx.emit(at, ErrorCode::NoncanonicalId, path, || {
                 format!(
-                    "node {} derives its id from @key; the supplied id differs from the canonical rendering {}",
+                    "node {} derives its id from @key; the supplied {member} differs from the canonical rendering {}",
                     def.name,
                     echo(&canonical)
                 )

@@ -13,6 +13,7 @@ use crate::options::Mode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
+    AmbiguousId,
     BatchBytesLimit,
     ByteOrderMark,
     CardViolation,
@@ -52,7 +53,8 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
+        ErrorCode::AmbiguousId,
         ErrorCode::BatchBytesLimit,
         ErrorCode::ByteOrderMark,
         ErrorCode::CardViolation,
@@ -93,6 +95,7 @@ impl ErrorCode {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::AmbiguousId => "ambiguous_id",
             ErrorCode::BatchBytesLimit => "batch_bytes_limit",
             ErrorCode::ByteOrderMark => "byte_order_mark",
             ErrorCode::CardViolation => "card_violation",
@@ -267,6 +270,10 @@ pub struct Rules {
     pub schema_hash: String,
     pub mode: Mode,
     pub strict: bool,
+    /// Present (and true) only in legacy identity mode, so every other
+    /// report keeps its bytes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub legacy_identity: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
