@@ -380,6 +380,11 @@ case("duplicate_member_long_names", ["duplicate_member", "unknown_field", "unkno
            f'{{"type":"Person","data":{{"name":"Ada","{LONG}":1,"{LONG}":2}}}}',
            f'{{"type":"Person","data":{{"name":"Ada","extra":{{"{LONG}":1,"{LONG}":2}}}}}}'))
 case("mode_in_rules_append", [], P, lines(ADA), {"mode": "append"})
+case("keyed_parse_bytes_limit", ["batch_bytes_limit"], P, lines(ADA, BOB, node("Person", name="Cy")),
+     {"limits": {"max_keyed_parse_bytes": 120}})
+case("keyed_parse_bytes_after_fold", [], P, lines(ADA, BOB, ADA), {"limits": {"max_keyed_parse_bytes": 120}})
+case("keyed_parse_bytes_overwrite_exempt", [], P, lines(ADA, BOB, node("Person", name="Cy")),
+     {"mode": "overwrite", "limits": {"max_keyed_parse_bytes": 120}})
 
 # --- compat mode (SPEC §2.6) ----------------------------------------------------
 C = {"strict": False}

@@ -8,6 +8,7 @@ use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::{Mode, Options};
 use crate::record::{RecordCtx, Row, parse_record};
+use crate::rows::keyed_parse_bytes;
 use crate::report::{
     End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableStat, echo,
 };
@@ -433,11 +434,31 @@ fn at_row(row: &Row<'_>) -> Position {
 }
 
 
+/// When the sizes sum to more than `limit`: the row at which the running
+/// total, in line order, first exceeds it, and the sum.
+fn crossing<'r, 'a>(sized: &mut [(&'r Row<'a>, u64)], limit: u64) -> Option<(&'r Row<'a>, u64)> {
+    let total: u64 = sized.iter().map(|(_, size)| size).sum();
+    if total <= limit {
+        return None;
+    }
+    sized.sort_by_key(|(row, _)| row.line);
+    let mut running = 0;
+    let (row, _) = sized
+        .iter()
+        .find(|(_, size)| {
+            running += size;
+            running > limit
+        })
+        .expect("the total exceeds the limit");
+    Some((row, total))
+}
+
 fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
     let limits = &options.limits;
-    let mut all: Vec<(u64, u64, &Row<'_>)> = Vec::new();
+    let keyed = options.mode != Mode::Overwrite;
+    let mut all = Vec::new();
     for (def, rows) in schema.types.iter().zip(tables) {
-        if options.mode != Mode::Overwrite && rows.len() as u64 > limits.max_table_rows {
+        if keyed && rows.len() as u64 > limits.max_table_rows {
             let row = &rows[limits.max_table_rows as usize];
             sink.push_limit(
                 at_row(row),
@@ -453,15 +474,8 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 ),
             );
         }
-        let sizes: Vec<u64> = rows.iter().map(|r| r.arrow_bytes).collect();
-        let total: u64 = sizes.iter().sum();
-        if total > limits.max_table_bytes {
-            let mut running = 0;
-            let crossing = sizes.iter().position(|s| {
-                running += s;
-                running > limits.max_table_bytes
-            });
-            let row = &rows[crossing.expect("total exceeds the limit")];
+        let mut sized: Vec<_> = rows.iter().map(|row| (row, row.arrow_bytes)).collect();
+        if let Some((row, total)) = crossing(&mut sized, limits.max_table_bytes) {
             sink.push_limit(
                 at_row(row),
                 ErrorCode::TableBytesLimit,
@@ -475,19 +489,9 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 ),
             );
         }
-        all.extend(rows.iter().zip(sizes).map(|(r, s)| (r.line, s, r)));
+        all.extend(sized);
     }
-    let total: u64 = all.iter().map(|(_, s, _)| s).sum();
-    if total > limits.max_total_arrow_bytes {
-        all.sort_by_key(|(line, _, _)| *line);
-        let mut running = 0;
-        let (_, _, row) = all
-            .iter()
-            .find(|(_, s, _)| {
-                running += s;
-                running > limits.max_total_arrow_bytes
-            })
-            .expect("total exceeds the limit");
+    if let Some((row, total)) = crossing(&mut all, limits.max_total_arrow_bytes) {
         sink.push_limit(
             at_row(row),
             ErrorCode::TableBytesLimit,
@@ -495,6 +499,21 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
             format!(
                 "line {}: the batch needs {total} Arrow bytes over all tables; the limit is {}: split the batch",
                 row.line, limits.max_total_arrow_bytes
+            ),
+        );
+    }
+    if !keyed {
+        return;
+    }
+    let mut estimated: Vec<_> = all.iter().map(|&(row, _)| (row, keyed_parse_bytes(row))).collect();
+    if let Some((row, total)) = crossing(&mut estimated, limits.max_keyed_parse_bytes) {
+        sink.push_limit(
+            at_row(row),
+            ErrorCode::BatchBytesLimit,
+            LimitDetail { resource: "keyed_parse_bytes".into(), limit: limits.max_keyed_parse_bytes, actual: total },
+            format!(
+                "line {}: applying the batch by id needs an estimated {total} bytes (Arrow bytes, ids and one map entry per row over all tables); the limit is {}: split the batch",
+                row.line, limits.max_keyed_parse_bytes
             ),
         );
     }

@@ -23,6 +23,18 @@ pub const DEFAULT_MAX_TABLE_ROWS: u64 = 8_192;
 pub const DEFAULT_MAX_TABLE_BYTES: u64 = 32 * MIB;
 /// Default bound on the Arrow bytes summed over all tables. Error: `table_bytes_limit`.
 pub const DEFAULT_MAX_TOTAL_ARROW_BYTES: u64 = 32 * MIB;
+/// Default bound on the keyed parse estimate of a `merge`/`append` batch
+/// (see [`Limits::max_keyed_parse_bytes`]). Error: `batch_bytes_limit`
+/// (resource `keyed_parse_bytes`).
+pub const DEFAULT_MAX_KEYED_PARSE_BYTES: u64 = 32 * MIB;
+/// What the keyed parse estimate charges each row for its entry in a keyed
+/// map, on top of its Arrow bytes and its identity.
+pub const KEYED_ENTRY_OVERHEAD_BYTES: u64 = 24;
+/// Default bound on the ids an `overwrite` removes (see
+/// [`Limits::max_removed_id_bytes`]). Enforced by the host: `removed_ids_limit`.
+pub const DEFAULT_MAX_REMOVED_ID_BYTES: u64 = 32 * MIB;
+/// What the removed-ids bound charges each removed id on top of its UTF-8 length.
+pub const REMOVED_ID_OVERHEAD_BYTES: u64 = 24;
 /// Default number of errors a report lists; the total is always counted.
 pub const DEFAULT_MAX_ERRORS: u32 = 1_000;
 
@@ -52,6 +64,23 @@ pub struct Limits {
     pub max_table_rows: u64,
     pub max_table_bytes: u64,
     pub max_total_arrow_bytes: u64,
+    /// The keyed parse estimate (SPEC §5): what a host holds to apply a
+    /// `merge` or `append` batch keyed by id. Each row that survives
+    /// folding, in every touched table, is charged its Arrow bytes (what
+    /// `table_bytes_limit` counts), plus the UTF-8 length of its identity
+    /// (the given id; for keyed nodes the canonical key; nothing when the
+    /// host generates the id), plus [`KEYED_ENTRY_OVERHEAD_BYTES`] for its
+    /// map entry. Over the bound: one `batch_bytes_limit` error with
+    /// resource `keyed_parse_bytes`, at the row (in line order) where the
+    /// running total crosses it. Not checked in `overwrite`, which replaces
+    /// tables without matching ids.
+    pub max_keyed_parse_bytes: u64,
+    /// The ids an `overwrite` removes from stored tables, each charged its
+    /// UTF-8 length plus [`REMOVED_ID_OVERHEAD_BYTES`] (SPEC §5). The
+    /// validator never checks it (it needs the stored ids): the host does,
+    /// and refuses with `removed_ids_limit`. It lives here so the one bounds
+    /// object a host reports in `/rules` and passes in the options carries it.
+    pub max_removed_id_bytes: u64,
 }
 
 impl Default for Limits {
@@ -64,6 +93,8 @@ impl Default for Limits {
             max_table_rows: DEFAULT_MAX_TABLE_ROWS,
             max_table_bytes: DEFAULT_MAX_TABLE_BYTES,
             max_total_arrow_bytes: DEFAULT_MAX_TOTAL_ARROW_BYTES,
+            max_keyed_parse_bytes: DEFAULT_MAX_KEYED_PARSE_BYTES,
+            max_removed_id_bytes: DEFAULT_MAX_REMOVED_ID_BYTES,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Canonical rows: what an accepted batch becomes before it is Arrow. The
 //! wasm artifact returns them from `og_prepare` in the binary form below;
 //! hosts decode them and build Arrow natively (the artifact stays small).
-//! The bound `table_bytes_limit` counts their Arrow size, estimated here.
+//! The bounds `table_bytes_limit` and `keyed_parse_bytes` count their sizes,
+//! estimated here.
 //!
 //! Encoding (little-endian): `u32 tables`, then per table `u32 type index,
 //! u32 rows`, then per row `id` (u8 present + str), `src` and `dst` (str),
@@ -11,6 +12,7 @@
 
 #[cfg(feature = "arrow")]
 use crate::abi::MalformedBuffer;
+use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
 use crate::record::Row;
 use crate::report::TableKind;
 use crate::schema::{TypeDef, ValueType};
@@ -53,6 +55,13 @@ pub fn row_arrow_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str, va
         n += 8 + src.len() as u64 + dst.len() as u64;
     }
     n + def.props.iter().zip(values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
+}
+
+/// One row's share of the keyed parse estimate (see
+/// [`crate::Limits::max_keyed_parse_bytes`]): its Arrow bytes, its identity's
+/// UTF-8 length and one map entry.
+pub fn keyed_parse_bytes(row: &Row<'_>) -> u64 {
+    row.arrow_bytes + row.id.as_ref().map_or(0, |id| id.len() as u64) + KEYED_ENTRY_OVERHEAD_BYTES
 }
 
 mod tag {
