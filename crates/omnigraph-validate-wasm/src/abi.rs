@@ -14,8 +14,9 @@
 
 use crate::{Options, Schema, prepare_rows, validate};
 
-/// Version of this ABI; bumped on any change to the functions or buffers.
-pub const ABI_VERSION: u32 = 1;
+/// Version of this ABI; bumped on any change to the functions or buffers
+/// (2: every canonical row carries its batch line).
+pub const ABI_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

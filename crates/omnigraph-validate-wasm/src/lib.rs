@@ -56,6 +56,9 @@ pub struct PreparedTable {
     pub kind: TableKind,
     pub name: String,
     pub rows: u64,
+    /// The batch line of each row, in the record batch's row order (for a
+    /// merge-folded id, the line of the record that won: the last).
+    pub lines: Vec<u64>,
     /// Arrow IPC stream: one record batch with the columns of
     /// [`arrow_schema`]. A null `_id` asks the host to generate one.
     pub ipc: Vec<u8>,
@@ -113,6 +116,7 @@ fn arrow_table(def: &TypeDef, rows: &[record::Row<'_>]) -> PreparedTable {
         kind: def.kind,
         name: def.name.clone(),
         rows: rows.len() as u64,
+        lines: rows.iter().map(|row| row.line).collect(),
         ipc: arrow_out::ipc_stream(&batch).expect("writing IPC to memory cannot fail"),
     }
 }

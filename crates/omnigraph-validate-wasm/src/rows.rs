@@ -5,10 +5,9 @@
 //! estimated here.
 //!
 //! Encoding (little-endian): `u32 tables`, then per table `u32 type index,
-//! u32 rows`, then per row `id` (u8 present + str), `src` and `dst` (str),
-//! `u32 values`, each value a tag byte and its payload. A str is `u32 len`
-//! and UTF-8 bytes.
-
+//! u32 rows`, then per row `u64 line` (the batch line the row comes from),
+//! `id` (u8 present + str), `src` and `dst` (str), `u32 values`, each value
+//! a tag byte and its payload. A str is `u32 len` and UTF-8 bytes.
 
 #[cfg(feature = "arrow")]
 use crate::abi::MalformedBuffer;
@@ -137,6 +136,7 @@ pub fn encode(tables: &[Vec<Row<'_>>]) -> Vec<u8> {
         put_len(&mut out, t);
         put_len(&mut out, rows.len());
         for row in rows {
+            out.extend_from_slice(&row.line.to_le_bytes());
             match &row.id {
                 Some(id) => {
                     out.push(1);
@@ -216,8 +216,9 @@ impl<'b> Reader<'b> {
     }
 }
 
-/// Decodes [`encode`]'s output (hosts only: they build Arrow from it): per table, its index in `schema.types` and
-/// its rows (owned; line numbers and batch-check fields are not carried).
+/// Decodes [`encode`]'s output (hosts only: they build Arrow from it): per
+/// table, its index in `schema.types` and its rows (owned, with their lines;
+/// offsets and batch-check fields are not carried).
 #[cfg(feature = "arrow")]
 pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<Row<'static>>)>, MalformedBuffer> {
     let mut r = Reader { bytes, pos: 0 };
@@ -229,6 +230,7 @@ pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<Row<'stat
         let n = r.len()?;
         let mut rows = Vec::with_capacity(n.min(bytes.len()));
         for _ in 0..n {
+            let line = u64::from_le_bytes(r.array()?);
             let id = match r.take(1)?[0] {
                 0 => None,
                 _ => Some(std::borrow::Cow::Owned(r.str()?)),
@@ -239,7 +241,7 @@ pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<Row<'stat
                 return Err(MalformedBuffer("row does not match its table"));
             }
             let values = (0..count).map(|_| r.value(0)).collect::<Result<Vec<_>, _>>()?;
-            rows.push(Row { line: 0, offset: 0, id, src, dst, arrow_bytes: 0, unique_keys: Vec::new(), values });
+            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0, unique_keys: Vec::new(), values });
         }
         tables.push((t, rows));
     }

@@ -8,7 +8,7 @@ use arrow_array::types::{
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, TimeUnit};
-use omnigraph_validate_wasm::{Options, Prepared, Schema, arrow_schema, prepare};
+use omnigraph_validate_wasm::{Options, Prepared, Schema, arrow_schema, prepare, prepare_rows, tables_from_rows};
 
 const SCHEMA: &str = r#"
 node T {
@@ -113,9 +113,13 @@ fn keyed_nodes_and_edges_carry_ids_and_endpoints() {
         r#"{"type":"K","data":{"name":"a","n":3}}"#,
         "\n"
     );
-    let (_, p) = prepared(batch);
+    let (schema, p) = prepared(batch);
     let names: Vec<_> = p.tables.iter().map(|t| (t.name.as_str(), t.rows)).collect();
     assert_eq!(names, [("K", 2), ("E", 1)]);
+    let lines: Vec<_> = p.tables.iter().map(|t| t.lines.clone()).collect();
+    assert_eq!(lines, [vec![2, 4], vec![3]], "each row's batch line; a folded id keeps the last record's");
+    let (_, rows) = prepare_rows(&schema, &Options::default(), batch.as_bytes()).unwrap();
+    assert_eq!(tables_from_rows(&schema, &rows).unwrap(), p.tables, "canonical rows carry the lines too");
     let k = read_ipc(&p.tables[0].ipc);
     let ids: Vec<_> = k.column(0).as_string::<i32>().iter().map(|s| s.unwrap().to_owned()).collect();
     assert_eq!(ids, ["b", "a"], "merge folds: the last 'a' wins and rows keep line order");
