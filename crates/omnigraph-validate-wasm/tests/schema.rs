@@ -77,7 +77,7 @@ fn every_type_and_annotation_parses() {
           @key(s, i)  @unique(j, u)  @index(f, g)  @check(s, "^a")  @range(g, -1.5..2.5)  @range(w, ..10)
         }
         node Other { k: String @key @unique @index }
-        edge E: All -> Other @card(1..) @unique(src, dst) { weight: F64? @index }
+        edge E: All -> Other @card(0..7) @unique(src, dst) { weight: F64? @index }
         edge F: Other -> Other
         "#,
     );
@@ -88,9 +88,9 @@ fn every_type_and_annotation_parses() {
     assert_eq!(all.props[all.prop("e").unwrap()].ty, ValueType::Enum(vec!["x".into(), "Y_1".into(), "-z".into()]));
     let e = &s.types[s.type_index("E").unwrap()];
     assert_eq!(e.uniques, vec![vec![UniqueMember::Src, UniqueMember::Dst]]);
-    assert_eq!(e.card_max, None);
+    assert_eq!(e.card_max, Some(7));
     let cat = s.catalog();
-    assert_eq!(cat.edges[0].card.as_ref().unwrap().min, 1);
+    assert_eq!(cat.edges[0].card.as_ref().unwrap().min, 0);
     assert_eq!(cat.nodes[0].metadata[1].name, "custom");
     assert_eq!(cat.nodes[0].metadata[1].args, Some(vec!["1".into(), "x".into(), "s".into(), "1..2".into()]));
 }
@@ -134,6 +134,8 @@ const ERRORS: &[(&str, u32, u32, &str)] = &[
     ("node P { @card(0..1) }", 1, 10, "only allowed on edges"),
     ("edge E: A -> A @card(2..1)\nnode A {}", 1, 16, "minimum 2 is above its maximum 1"),
     ("edge E: A -> A @card(x)\nnode A {}", 1, 16, "non-negative integer bounds"),
+    ("edge E: A -> A @card(1..)\nnode A {}", 1, 16, "minimum 1 cannot be enforced at ingestion"),
+    ("edge E: A -> A @card(2..5)\nnode A {}", 1, 16, "minimum 2 cannot be enforced at ingestion"),
     ("edge E: A -> B\nnode A {}", 1, 14, "edge endpoint 'B' is not declared"),
     ("edge E: A -> I\nnode A {}\ninterface I {}", 1, 14, "endpoints must be node types"),
     ("node P implements Q {}", 1, 19, "'Q' is not an interface"),

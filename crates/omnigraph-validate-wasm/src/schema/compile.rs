@@ -386,9 +386,20 @@ fn type_annotation(cx: &mut Ctx, d: &Decl, a: &Annotation, cons: &mut Constraint
             };
             match parsed {
                 Some((lo, Some(hi))) if lo > hi => cx.err(a.span, format!("@card minimum {lo} is above its maximum {hi}")),
+                // docs/rulebook.md: a source node and its edges may arrive in
+                // different batches (split files send nodes first), so no
+                // commit could be refused for a minimum without refusing
+                // valid imports; a minimum that is never checked would be a lie.
+                Some((lo, _)) if lo > 0 => cx.err(
+                    a.span,
+                    format!(
+                        "@card minimum {lo} cannot be enforced at ingestion (a node and its edges may arrive in different \
+                         batches); write @card(0..max) or @card(0..) and check minimums in queries"
+                    ),
+                ),
                 Some(card) if cons.card.is_none() => cons.card = Some(card),
                 Some(_) => cx.err(a.span, "@card is given twice"),
-                None => cx.err(a.span, "@card takes non-negative integer bounds: @card(0..1) or @card(1..)"),
+                None => cx.err(a.span, "@card takes non-negative integer bounds: @card(0..1) or @card(0..)"),
             }
         }
         _ => cons.metadata.push(metadata(cx, a)),
