@@ -1,25 +1,77 @@
-//! Every input a fuzzer ever kept (`fuzz/regressions/<target>/`, crashes
-//! fixed since) and every corpus seed passes its target's invariants.
+//! Every input kept in `fuzz/regressions/<target>/` (crashes fixed since,
+//! and a minimized sample of each target's interesting inputs) and every
+//! corpus seed passes its target's invariants.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use omnigraph_fuzz_harness::{TARGETS, run, seeds};
+use omnigraph_fuzz_harness::{TARGETS, corpus_cases, run, seeds};
+
+fn regressions_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions")
+}
+
+/// The kept inputs of each target, sorted by path: `<target>/<file>`.
+fn kept_inputs() -> BTreeMap<&'static str, Vec<PathBuf>> {
+    let root = regressions_dir();
+    for entry in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(TARGETS.contains(&name.as_str()), "{}: not a fuzz target (one of {TARGETS:?})", path.display());
+        }
+    }
+    TARGETS
+        .into_iter()
+        .map(|target| {
+            let dir = root.join(target);
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{}: {e}: every target keeps inputs", dir.display()))
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            for path in &files {
+                assert!(path.is_file(), "{}: kept inputs are files", path.display());
+            }
+            (target, files)
+        })
+        .collect()
+}
 
 #[test]
 fn kept_fuzz_inputs_pass_their_targets() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
-    let mut ran = 0;
-    for target in TARGETS {
-        let Ok(entries) = std::fs::read_dir(root.join(target)) else { continue };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let data = std::fs::read(&path).unwrap();
+    let mut ran = BTreeMap::new();
+    for (target, files) in kept_inputs() {
+        assert!(!files.is_empty(), "fuzz/regressions/{target}/ holds no inputs: the target's regressions would silently run nothing");
+        for path in &files {
+            let data = std::fs::read(path).unwrap();
             eprintln!("{target}: {}", path.display());
             run(target, &data);
-            ran += 1;
+        }
+        ran.insert(target, files.len());
+    }
+    let total: usize = ran.values().sum();
+    eprintln!("replayed {total} kept fuzz inputs: {ran:?}");
+}
+
+/// An envelope input that names a corpus case must name one that exists:
+/// otherwise the target silently falls back to the default schema (a
+/// renamed vector would quietly weaken the input). Names without `__` are
+/// deliberate fallbacks.
+#[test]
+fn kept_envelope_inputs_name_existing_corpus_schemas() {
+    let cases: Vec<String> = corpus_cases().into_iter().map(|c| c.name).collect();
+    let inputs = kept_inputs();
+    for target in ["strict", "compat"] {
+        for path in &inputs[target] {
+            let data = std::fs::read(path).unwrap();
+            let Some(end) = data.iter().position(|&b| b == b'\n') else { continue };
+            let name = String::from_utf8_lossy(&data[..end]);
+            if name.contains("__") {
+                assert!(cases.iter().any(|c| *c == name), "{}: names corpus case {name}, which does not exist", path.display());
+            }
         }
     }
-    eprintln!("{ran} kept inputs");
 }
 
 #[test]
