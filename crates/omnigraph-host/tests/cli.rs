@@ -1,5 +1,7 @@
-//! The `omnigraph-host` binary: offline validation, and a multi-batch load
-//! killed mid-way and resumed (nothing lost, nothing repeated).
+//! The `omnigraph-host` binary: offline validation, a multi-batch load
+//! killed mid-way and resumed (nothing lost, nothing repeated), `log`,
+//! `branch list|create|delete`, and `recover` after a crashed load (with
+//! `--features failpoints`).
 
 mod common;
 
@@ -7,6 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+#[cfg(feature = "failpoints")]
+use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples");
@@ -127,4 +131,212 @@ async fn load_sends_batches_to_a_server_with_a_token() {
     assert_eq!(log.len(), 4, "three batches, three commits");
     assert!(log.iter().take(3).all(|c| c.actor == "cli" && c.batch_key.is_some()));
     assert_eq!(counts(&graph, "main").await["Knows"], 30);
+}
+
+/// Runs the binary on `place` (`--root` and, on S3, its flags and credentials
+/// follow the subcommand words): exit code, stdout, stderr.
+fn host(place: &Place, words: &[&str], rest: &[&str]) -> (Option<i32>, String, String) {
+    host_with_env(place, words, rest, &[])
+}
+
+fn host_with_env(place: &Place, words: &[&str], rest: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(words).args(place.cli_args()).args(rest).env("OMNIGRAPH_LEASE_TTL_MS", lease_ttl_ms().to_string());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    place.apply_env(&mut cmd);
+    let out = cmd.output().unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs the binary and demands exit 0; its stdout as JSON lines.
+fn host_json_lines(place: &Place, words: &[&str], rest: &[&str]) -> Vec<serde_json::Value> {
+    let (code, stdout, stderr) = host(place, words, rest);
+    assert_eq!(code, Some(0), "{words:?} {rest:?}: {stderr}");
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{words:?}: not a JSON line ({e}): {l}"))).collect()
+}
+
+fn write_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The names `branch list` prints, sorted.
+fn listed_branches(place: &Place) -> Vec<String> {
+    let mut names: Vec<String> =
+        host_json_lines(place, &["branch"], &["list"]).iter().map(|h| h["branch"].as_str().unwrap().to_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn log_prints_every_commit_newest_first_with_seq_and_parent() {
+    let dir = tokio::runtime::Runtime::new().unwrap().block_on(place());
+    let files = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = host(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let loads = 3;
+    for n in 0..loads {
+        let file = write_file(&files, &format!("{n}.ndjson"), &format!("{}{}", person(&format!("p{n}"), n), person("Shared", n)));
+        let (code, _, stderr) = host(&dir, &["load"], &["--actor", &format!("loader-{n}"), &file]);
+        assert_eq!(code, Some(0), "load {n}: {stderr}");
+    }
+
+    let log = host_json_lines(&dir, &["log"], &[]);
+    assert_eq!(log.len(), loads as usize + 1, "one commit per load, plus init: {log:?}");
+    let seqs: Vec<u64> = log.iter().map(|c| c["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..=loads as u64).rev().collect::<Vec<_>>(), "newest first");
+    for pair in log.windows(2) {
+        let (newer, older) = (&pair[0], &pair[1]);
+        assert_eq!(newer["branch"], "main");
+        assert_eq!(newer["kind"], "load");
+        assert_eq!(newer["parent_id"], older["id"], "each commit's parent is the next line: {newer}");
+        assert_eq!(newer["parent"], serde_json::json!({"branch": "main", "seq": older["seq"]}));
+    }
+    for (i, commit) in log.iter().take(loads as usize).enumerate() {
+        assert_eq!(commit["actor"], format!("loader-{}", loads as usize - 1 - i), "the loads in order, newest first");
+        assert_eq!(commit["counts"]["Person"]["inserted"], if i == loads as usize - 1 { 2 } else { 1 }, "{commit}");
+    }
+    let init = log.last().unwrap();
+    assert_eq!((init["kind"].as_str(), init["seq"].as_u64(), &init["parent"]), (Some("init"), Some(0), &serde_json::Value::Null));
+    let ids: std::collections::BTreeSet<&str> = log.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), log.len(), "commit ids are unique");
+
+    // A fork's log goes back to the fork commit, whose parent is the base's head.
+    assert_eq!(host(&dir, &["branch"], &["create", "side"]).0, Some(0));
+    let side_file = write_file(&files, "side.ndjson", &person("OnlySide", 1));
+    assert_eq!(host(&dir, &["load"], &["--branch", "side", &side_file]).0, Some(0));
+    let side = host_json_lines(&dir, &["log"], &["--branch", "side"]);
+    let kinds: Vec<&str> = side.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["load", "fork"], "{side:?}");
+    assert_eq!(side[1]["parent"], serde_json::json!({"branch": "main", "seq": loads}));
+    assert_eq!(side[1]["parent_id"], log[0]["id"]);
+    assert_eq!(host_json_lines(&dir, &["log"], &[]), log, "main's log is unchanged by the branch");
+
+    let (code, stdout, stderr) = host(&dir, &["log"], &["--branch", "nope"]);
+    assert_eq!((code, stdout.as_str()), (Some(2), ""), "a missing branch is an operational error");
+    assert!(stderr.contains("branch_not_found"), "{stderr}");
+}
+
+#[test]
+fn branch_list_create_and_delete() {
+    let dir = tokio::runtime::Runtime::new().unwrap().block_on(place());
+    let files = tempfile::tempdir().unwrap();
+    assert_eq!(host(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")]).0, Some(0));
+    let file = write_file(&files, "a.ndjson", &person("A", 1));
+    assert_eq!(host(&dir, &["load"], &[&file]).0, Some(0));
+    assert_eq!(listed_branches(&dir), ["main"]);
+    let main_head = host_json_lines(&dir, &["branch"], &["list"]).remove(0);
+    assert_eq!(main_head["seq"], 1, "list shows each branch's head: {main_head}");
+
+    // create (from main by default): printed, then listed.
+    let created = host_json_lines(&dir, &["branch"], &["create", "side"]);
+    assert_eq!(created.len(), 1);
+    assert_eq!((created[0]["branch"].as_str(), created[0]["kind"].as_str()), (Some("side"), Some("fork")));
+    assert_eq!(created[0]["parent_id"], main_head["id"]);
+    assert_eq!(listed_branches(&dir), ["main", "side"]);
+    let from_side = host_json_lines(&dir, &["branch"], &["create", "deeper", "--from", "side"]);
+    assert_eq!(from_side[0]["parent"], serde_json::json!({"branch": "side", "seq": created[0]["seq"]}));
+    assert_eq!(listed_branches(&dir), ["deeper", "main", "side"]);
+
+    // Refusals: exit 2, nothing printed, nothing changed.
+    let refused = |rest: &[&str], code: &str| {
+        let (exit, stdout, stderr) = host(&dir, &["branch"], rest);
+        assert_eq!((exit, stdout.as_str()), (Some(2), ""), "{rest:?}: {stderr}");
+        assert!(stderr.contains(code), "{rest:?}: expected {code}: {stderr}");
+        stderr
+    };
+    refused(&["create", "side"], "branch_exists");
+    refused(&["create", "main", "--from", "side"], "branch_exists");
+    refused(&["create", "other", "--from", "missing"], "branch_not_found");
+    refused(&["create", "../escape"], "invalid_branch_name");
+    let main_refusal = refused(&["delete", "main"], "invalid_branch_name");
+    assert!(main_refusal.contains("main cannot be deleted"), "{main_refusal}");
+    refused(&["delete", "missing"], "branch_not_found");
+    assert_eq!(listed_branches(&dir), ["deeper", "main", "side"]);
+
+    // delete: gone from the list and from reads; other branches keep their data.
+    let tombstone = host_json_lines(&dir, &["branch"], &["delete", "side"]);
+    assert_eq!((tombstone[0]["branch"].as_str(), tombstone[0]["kind"].as_str()), (Some("side"), Some("delete")));
+    assert_eq!(listed_branches(&dir), ["deeper", "main"]);
+    assert_eq!(host(&dir, &["log"], &["--branch", "side"]).0, Some(2));
+    refused(&["delete", "side"], "branch_not_found");
+    let (code, exported, stderr) = host(&dir, &["export"], &["--branch", "deeper"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(exported.contains("\"id\":\"A\""), "a branch forked from a deleted one still reads: {exported}");
+
+    // A deleted name can be created again; its chain continues.
+    let again = host_json_lines(&dir, &["branch"], &["create", "side"]);
+    assert!(again[0]["seq"].as_u64() > tombstone[0]["seq"].as_u64(), "{again:?} after {tombstone:?}");
+    assert_eq!(listed_branches(&dir), ["deeper", "main", "side"]);
+}
+
+/// `recover` finishes a load a crash interrupted: a load process is stopped
+/// dead (a failpoint panics: no cleanup runs, the lease and the recovery
+/// record stay) and `recover` rolls it back or forward; the data is then
+/// exactly the old or the new state and the graph takes loads again.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_rolls_back_or_forward_a_crashed_load() {
+    // The crashed writer's lease outlives the gap between the crash and
+    // `recover` opening the graph: opening would otherwise recover first
+    // (and `recover` would find nothing to do). `recover` waits it out.
+    let crashed_lease_ms = if on_s3() { 12_000 } else { 5_000 };
+    let cases = [
+        // Some tables committed, the commit not published: undone.
+        ("after-table-commit", "RolledBack", false),
+        // Every table committed, the commit not published: published.
+        ("after-sync", "RolledForward", true),
+    ];
+    for (point, outcome, new_state) in cases {
+        let dir = place().await;
+        let graph = init(&dir).await;
+        load(&graph, "main", Mode::Merge, &format!("{}{}{}", person("A", 1), person("B", 2), knows("k1", "A", "B"))).await.unwrap();
+        drop(graph);
+        let old = export(&reopen(&dir).await, "main", None).await;
+        let files = tempfile::tempdir().unwrap();
+        // Three tables, so a crash after the first table commit leaves the others uncommitted.
+        let batch = format!("{}{}{}{}", person("A", 50), person("N", 1), "{\"type\":\"Company\",\"data\":{\"name\":\"Acme\"}}\n", knows("k2", "N", "A"));
+        let file = write_file(&files, "crash.ndjson", &batch);
+
+        let crash = format!("{point}=panic");
+        let lease = crashed_lease_ms.to_string();
+        let (code, _, stderr) =
+            host_with_env(&dir, &["load"], &["--lease-ttl-ms", &lease, &file], &[("FAILPOINTS", crash.as_str())]);
+        assert_eq!(code, Some(101), "{point}: the load must have crashed (a panic): {stderr}");
+        assert!(dir.root().exists("_graph/recovery.json").await.unwrap(), "{point}: the crash left a recovery record");
+
+        let started = Instant::now();
+        let (code, stdout, stderr) = host(&dir, &["recover"], &[]);
+        assert_eq!(code, Some(0), "{point}: {stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        let expected = format!("recovery: {outcome} {{ branch: \"main\", seq: 2 }}");
+        assert!(stderr.contains(&expected), "{point}: expected {expected:?} ({} ms after the crash): {stderr}", started.elapsed().as_millis());
+        assert!(!dir.root().exists("_graph/recovery.json").await.unwrap(), "{point}: recover removes the record");
+
+        let survivor = reopen(&dir).await;
+        let state = export(&survivor, "main", None).await;
+        if new_state {
+            assert!(state.contains("\"id\":\"N\"") && state.contains("\"k2\"") && state.contains("Acme"), "{point}: {state}");
+            assert!(state.contains("\"age\":50"), "{point}: A's update landed too: {state}");
+        } else {
+            assert_eq!(state, old, "{point}: expected the old state");
+        }
+        assert_heads_published(&survivor).await;
+        let log = host_json_lines(&dir, &["log"], &[]);
+        assert_eq!(log[0]["seq"], if new_state { 2 } else { 1 }, "{point}: {log:?}");
+        drop(survivor);
+
+        // A second `recover` has nothing to do; the graph takes the load again.
+        let (code, _, stderr) = host(&dir, &["recover"], &[]);
+        assert!(code == Some(0) && stderr.contains("recovery: Nothing"), "{point}: {stderr}");
+        let (code, _, stderr) = host(&dir, &["load"], &[&file]);
+        assert_eq!(code, Some(0), "{point}: {stderr}");
+        let graph = reopen(&dir).await;
+        let rows = counts(&graph, "main").await;
+        assert_eq!((rows["Person"], rows["Company"], rows["Knows"]), (3, 1, 2), "{point}");
+        assert_heads_published(&graph).await;
+    }
 }
