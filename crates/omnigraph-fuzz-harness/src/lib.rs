@@ -82,7 +82,8 @@ pub fn prepare_any(data: &[u8]) {
     check_batch(&schema, &Flags(flags).options(), &rest[split + 1..]);
 }
 
-/// The `prepare` target's flags byte: bits 0–1 the mode (3 = merge), bit 2
+/// The `prepare` target's flags byte: bits 0–1 the mode (3 = merge with
+/// legacy identity, SPEC §2.3), bit 2
 /// the compat parser, bit 3 tight limits (so inputs of a few hundred bytes
 /// reach every bound), bits 4–7 the error cap (0 = the default).
 #[derive(Debug, Clone, Copy)]
@@ -90,27 +91,30 @@ pub struct Flags(pub u8);
 
 impl Flags {
     pub fn options(self) -> Options {
-        let mode = match self.0 & 3 {
-            1 => Mode::Append,
-            2 => Mode::Overwrite,
-            _ => Mode::Merge,
+        let (mode, legacy_identity) = match self.0 & 3 {
+            0 => (Mode::Merge, false),
+            1 => (Mode::Append, false),
+            2 => (Mode::Overwrite, false),
+            _ => (Mode::Merge, true),
         };
         let limits = if self.0 & 8 != 0 { TIGHT_LIMITS } else { Limits::default() };
         let max_errors = match self.0 >> 4 {
             0 => Options::default().max_errors,
             cap => u32::from(cap),
         };
-        Options { mode, strict: self.0 & 4 == 0, max_errors, limits }
+        Options { mode, strict: self.0 & 4 == 0, max_errors, limits, legacy_identity }
             .checked()
             .expect("fuzz options are in range")
     }
 
     /// The flags byte for a corpus case's options, when it has one.
     pub fn for_options(options: &Options) -> Option<Flags> {
-        let mode = match options.mode {
-            Mode::Merge => 0,
-            Mode::Append => 1,
-            Mode::Overwrite => 2,
+        let mode = match (options.mode, options.legacy_identity) {
+            (Mode::Merge, false) => 0,
+            (Mode::Append, false) => 1,
+            (Mode::Overwrite, false) => 2,
+            (Mode::Merge, true) => 3,
+            _ => return None,
         };
         let errors = if options.max_errors == Options::default().max_errors { 0 } else { options.max_errors.min(16) as u8 };
         let flags = Flags(mode | if options.strict { 0 } else { 4 } | (errors & 15) << 4);
@@ -126,6 +130,8 @@ const TIGHT_LIMITS: Limits = Limits {
     max_table_rows: 4,
     max_table_bytes: 2048,
     max_total_arrow_bytes: 4096,
+    max_keyed_parse_bytes: 4096,
+    max_removed_id_bytes: 4096,
 };
 
 /// The invariants of one validation, in every runtime's terms:

@@ -1,7 +1,9 @@
 //! The stateful checks (SPEC §4.5): what the validator cannot know without
 //! stored data, run against the tables pinned by the branch head. Every
 //! lookup is by an indexed column and bounded by the batch, except that an
-//! `overwrite` reads the ids of the tables it replaces.
+//! `overwrite` streams the ids of the tables it replaces (keeping only the
+//! removed ones, under the removed-id allowance of SPEC §5). Every conflict
+//! a batch row causes names that row's line.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -13,6 +15,7 @@ use serde::Deserialize;
 
 use crate::error::{Conflict, EngineError};
 use crate::export::cell_text;
+use omnigraph_validate_wasm::limits::REMOVED_ID_OVERHEAD_BYTES;
 use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
 use crate::tables;
@@ -26,6 +29,105 @@ pub struct ExternalRef {
     pub node_type: String,
     pub id: String,
     pub line: u64,
+}
+
+/// One touched table of a validated batch: its rows as Arrow (ids not yet
+/// generated) and the batch line of each row.
+pub struct BatchTable {
+    pub t: usize,
+    pub rows: RecordBatch,
+    pub lines: Vec<u64>,
+}
+
+impl BatchTable {
+    /// The batch line of each given id (the surviving row of a folded id).
+    fn lines_by_id(&self) -> HashMap<&str, u64> {
+        let ids = column(&self.rows, ID_COLUMN);
+        (0..self.rows.num_rows()).filter_map(|row| tables::string_at(ids, row).map(|id| (id, self.lines[row]))).collect()
+    }
+}
+
+/// The removed-id allowance of one load (SPEC §5): every id an overwrite
+/// removes is charged its UTF-8 length plus [`REMOVED_ID_OVERHEAD_BYTES`];
+/// past `limit` the ids are only counted, no longer kept, and the load is
+/// refused (`removed_ids_limit`, 413), so memory stays bounded.
+pub struct RemovedIdAllowance {
+    limit: u64,
+    charged: u64,
+}
+
+impl RemovedIdAllowance {
+    pub fn new(limit: u64) -> Self {
+        RemovedIdAllowance { limit, charged: 0 }
+    }
+
+    /// Charges one removed id; whether it still fits.
+    fn charge(&mut self, id: &str) -> bool {
+        self.charged += id.len() as u64 + REMOVED_ID_OVERHEAD_BYTES;
+        self.charged <= self.limit
+    }
+
+    /// The refusal once the allowance is exceeded.
+    pub fn check(&self) -> Result<(), EngineError> {
+        if self.charged > self.limit {
+            return Err(EngineError::BoundExceeded {
+                code: "removed_ids_limit",
+                resource: "removed_ids".into(),
+                limit: self.limit,
+                actual: self.charged,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What replaces a table's ids in an overwrite: a batch's, or another table's
+/// (the work branch of a multi-batch overwrite, probed by its `_id` index).
+pub enum Replacement<'a> {
+    Batch(&'a HashSet<&'a str>),
+    Table(&'a Dataset),
+}
+
+/// An overwrite's effect on one stored table.
+pub struct Removal {
+    /// Stored ids the replacement keeps (their rows are updated).
+    pub kept: u64,
+    /// Stored ids it removes.
+    pub removed: u64,
+    /// The removed ids, if asked for and within the allowance.
+    pub gone: Vec<String>,
+}
+
+/// Streams the stored ids of `ds` and sorts them into kept and removed,
+/// charging every removed id to `allowance`.
+pub async fn removal(
+    ds: &Dataset,
+    by: &Replacement<'_>,
+    keep_gone: bool,
+    allowance: &mut RemovedIdAllowance,
+) -> Result<Removal, EngineError> {
+    let mut scan = ds.scan();
+    scan.project(&[ID_COLUMN])?;
+    let mut stream = scan.try_into_stream().await?;
+    let mut out = Removal { kept: 0, removed: 0, gone: Vec::new() };
+    while let Some(batch) = futures::TryStreamExt::try_next(&mut stream).await? {
+        let stored: Vec<&str> = tables::strings(batch.column(0)).collect();
+        let replaced: HashSet<String> = match by {
+            Replacement::Batch(ids) => stored.iter().filter(|id| ids.contains(**id)).map(|id| (*id).to_owned()).collect(),
+            Replacement::Table(table) => stored_ids(table, stored.iter().copied()).await?.into_iter().collect(),
+        };
+        for id in stored {
+            if replaced.contains(id) {
+                out.kept += 1;
+                continue;
+            }
+            out.removed += 1;
+            if allowance.charge(id) && keep_gone {
+                out.gone.push(id.to_owned());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The tables of one commit, opened on demand at their pinned versions.
@@ -60,6 +162,16 @@ pub struct CheckOutcome {
     pub counts: BTreeMap<String, TableCounts>,
 }
 
+/// Batch lines as a message names them: the first few, then how many more.
+fn lines_text(lines: &[u64]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = lines.iter().take(SHOWN).map(u64::to_string).collect::<Vec<_>>().join(", ");
+    if lines.len() > SHOWN {
+        text.push_str(&format!(" and {} more", lines.len() - SHOWN));
+    }
+    text
+}
+
 fn column<'b>(batch: &'b RecordBatch, name: &str) -> &'b arrow_array::ArrayRef {
     batch.column_by_name(name).expect("stored column")
 }
@@ -86,32 +198,36 @@ fn conflict(code: &'static str, def: &TypeDef, id: &str, line: Option<u64>, mess
 /// ids not yet generated) and computes the per-table counts. A `merge` needs
 /// no id lookup unless `count_merges` (a load takes its counts from the merge
 /// itself; a dry run has none).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     snapshot: &mut Snapshot<'_>,
     mode: Mode,
-    touched: &[(usize, RecordBatch)],
+    touched: &[BatchTable],
     refs: &[ExternalRef],
     count_merges: bool,
+    removed_id_limit: u64,
 ) -> Result<CheckOutcome, EngineError> {
     let schema = snapshot.schema;
     let overwritten: HashSet<usize> =
-        if mode == Mode::Overwrite { touched.iter().map(|(t, _)| *t).collect() } else { HashSet::new() };
+        if mode == Mode::Overwrite { touched.iter().map(|table| table.t).collect() } else { HashSet::new() };
     let mut conflicts = Vec::new();
     let mut counts = BTreeMap::new();
     let mut removed: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut allowance = RemovedIdAllowance::new(removed_id_limit);
 
-    for (t, batch) in touched {
-        let def = &schema.types[*t];
+    for table in touched {
+        let def = &schema.types[table.t];
+        let batch = &table.rows;
+        let lines = table.lines_by_id();
         let batch_ids: HashSet<&str> = ids(batch).into_iter().collect();
         let rows = batch.num_rows() as u64;
-        let ds = snapshot.table(*t).await?;
+        let ds = snapshot.table(table.t).await?;
         if mode == Mode::Overwrite {
-            let committed = tables::all_strings(ds, ID_COLUMN).await?;
-            let (kept, gone): (Vec<String>, Vec<String>) = committed.into_iter().partition(|id| batch_ids.contains(id.as_str()));
-            let updated = kept.len() as u64;
-            counts.insert(def.name.clone(), TableCounts { inserted: rows - updated, updated, removed: gone.len() as u64 });
-            if def.kind == TableKind::Node && !gone.is_empty() {
-                removed.push((*t, gone));
+            let keep_gone = def.kind == TableKind::Node;
+            let r = removal(ds, &Replacement::Batch(&batch_ids), keep_gone, &mut allowance).await?;
+            counts.insert(def.name.clone(), TableCounts { inserted: rows - r.kept, updated: r.kept, removed: r.removed });
+            if !r.gone.is_empty() {
+                removed.push((table.t, r.gone));
             }
             continue;
         }
@@ -119,12 +235,19 @@ pub async fn run(
             let existing = stored_ids(ds, batch_ids.iter().copied()).await?;
             if mode == Mode::Append {
                 for id in &existing {
+                    let line = lines.get(id.as_str()).copied();
                     conflicts.push(conflict(
                         "key_conflict",
                         def,
                         id,
-                        None,
-                        format!("{} {} {} already exists (append never replaces a row)", def.kind.word(), def.name, echo(id)),
+                        line,
+                        format!(
+                            "line {}: {} {} {} already exists (append never replaces a row)",
+                            line.unwrap_or_default(),
+                            def.kind.word(),
+                            def.name,
+                            echo(id)
+                        ),
                     ));
                 }
             }
@@ -132,19 +255,28 @@ pub async fn run(
             counts.insert(def.name.clone(), TableCounts { inserted: rows - existing.len() as u64, updated, removed: 0 });
         }
         for unique in &def.uniques {
-            check_unique(ds, def, unique, batch, &batch_ids, &mut conflicts).await?;
+            check_unique(ds, def, unique, table, &batch_ids, &mut conflicts).await?;
         }
         if let Some(max) = def.card_max {
-            check_card(ds, def, max, batch, &batch_ids, &mut conflicts).await?;
+            check_card(ds, def, max, table, &batch_ids, &mut conflicts).await?;
         }
     }
+    allowance.check()?;
 
     check_external_refs(snapshot, &overwritten, refs, &mut conflicts).await?;
     for (node_type, gone) in &removed {
         check_stranded_edges(snapshot, &overwritten, *node_type, gone, &mut conflicts).await?;
     }
-    conflicts.sort_by(|a, b| (a.code, &a.type_name, &a.id).cmp(&(b.code, &b.type_name, &b.id)));
+    sort_conflicts(&mut conflicts);
     Ok(CheckOutcome { conflicts, counts })
+}
+
+/// Conflicts in a stable order: by line (batch rows first, in line order),
+/// then code, type and id.
+pub fn sort_conflicts(conflicts: &mut [Conflict]) {
+    conflicts.sort_by(|a, b| {
+        (a.line.is_none(), a.line, a.code, &a.type_name, &a.id).cmp(&(b.line.is_none(), b.line, b.code, &b.type_name, &b.id))
+    });
 }
 
 fn member_column(def: &TypeDef, member: UniqueMember) -> &str {
@@ -167,18 +299,19 @@ async fn check_unique(
     ds: &Dataset,
     def: &TypeDef,
     unique: &[UniqueMember],
-    batch: &RecordBatch,
+    table: &BatchTable,
     batch_ids: &HashSet<&str>,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(), EngineError> {
+    let batch = &table.rows;
     let columns: Vec<&str> = unique.iter().map(|m| member_column(def, *m)).collect();
     let ids = column(batch, ID_COLUMN);
-    let mut wanted: HashMap<Vec<String>, Option<String>> = HashMap::new();
+    let mut wanted: HashMap<Vec<String>, (Option<String>, u64)> = HashMap::new();
     let mut probe = Vec::new();
     for row in 0..batch.num_rows() {
         if let Some(key) = tuple(batch, &columns, row) {
             probe.push(ScalarValue::try_from_array(column(batch, columns[0]), row).map_err(|e| EngineError::Storage(e.to_string()))?);
-            wanted.insert(key, tables::string_at(ids, row).map(str::to_owned));
+            wanted.insert(key, (tables::string_at(ids, row).map(str::to_owned), table.lines[row]));
         }
     }
     if probe.is_empty() {
@@ -194,15 +327,15 @@ async fn check_unique(
                 continue;
             }
             let Some(key) = tuple(&found, &columns, row) else { continue };
-            if let Some(batch_id) = wanted.get(&key) {
+            if let Some((batch_id, line)) = wanted.get(&key) {
                 let shown = batch_id.clone().unwrap_or_else(|| "(new row)".into());
                 conflicts.push(conflict(
                     "unique_violation",
                     def,
                     &shown,
-                    None,
+                    Some(*line),
                     format!(
-                        "{} {} {}: @unique({}) value {} is already used by {}",
+                        "line {line}: {} {} {}: @unique({}) value {} is already used by {}",
                         def.kind.word(),
                         def.name,
                         echo(&shown),
@@ -222,13 +355,15 @@ async fn check_card(
     ds: &Dataset,
     def: &TypeDef,
     max: u64,
-    batch: &RecordBatch,
+    table: &BatchTable,
     batch_ids: &HashSet<&str>,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(), EngineError> {
     let mut per_source: BTreeMap<&str, u64> = BTreeMap::new();
-    for src in tables::strings(column(batch, SRC_COLUMN)) {
+    let mut source_lines: HashMap<&str, Vec<u64>> = HashMap::new();
+    for (src, line) in tables::strings(column(&table.rows, SRC_COLUMN)).zip(&table.lines) {
         *per_source.entry(src).or_default() += 1;
+        source_lines.entry(src).or_default().push(*line);
     }
     let probe = string_scalars(per_source.keys().copied());
     for found in tables::lookup(ds, SRC_COLUMN, probe, &[ID_COLUMN, SRC_COLUMN]).await? {
@@ -242,12 +377,19 @@ async fn check_card(
     }
     for (src, n) in per_source {
         if n > max {
+            let lines = &source_lines[src];
             conflicts.push(conflict(
                 "card_violation",
                 def,
                 src,
-                None,
-                format!("edge {}: source {} would have {n} edges, at most {max} allowed", def.name, echo(src)),
+                lines.first().copied(),
+                format!(
+                    "line {}: edge {}: source {} would have {n} edges, at most {max} allowed (this batch's edges from it: lines {})",
+                    lines[0],
+                    def.name,
+                    echo(src),
+                    lines_text(lines)
+                ),
             ));
         }
     }
@@ -298,7 +440,7 @@ async fn check_external_refs(
 
 /// An overwrite that removes nodes must not strand committed edges of types
 /// the batch does not replace.
-async fn check_stranded_edges(
+pub async fn check_stranded_edges(
     snapshot: &mut Snapshot<'_>,
     overwritten: &HashSet<usize>,
     node_type: usize,

@@ -32,6 +32,8 @@ pub enum EngineError {
     Schema(String),
     InvalidBranchName(String),
     BranchNotFound(String),
+    /// A request names a type the schema does not declare.
+    UnknownType(String),
     BranchExists(String),
     CommitNotFound(String),
     /// The validator refused the batch: the report JSON (SPEC §3).
@@ -46,6 +48,12 @@ pub enum EngineError {
     LeaseBusy { owner: String },
     /// This writer's lease ran out before it could publish: nothing was published.
     LeaseExpired,
+    /// A host-side bound (SPEC §5) refused the load before anything was
+    /// written, e.g. `removed_ids_limit`.
+    BoundExceeded { code: &'static str, resource: String, limit: u64, actual: u64 },
+    /// A multi-batch overwrite's target branch moved after its work branch
+    /// was forked: publishing would drop the newer commits, so nothing changes.
+    TargetMoved { branch: String, expected_seq: u64, head_seq: u64 },
     /// A manifest object that does not parse.
     Corrupt(String),
     Storage(String),
@@ -62,6 +70,7 @@ impl EngineError {
             EngineError::Schema(_) => "schema_error",
             EngineError::InvalidBranchName(_) => "invalid_branch_name",
             EngineError::BranchNotFound(_) => "branch_not_found",
+            EngineError::UnknownType(_) => "unknown_type",
             EngineError::BranchExists(_) => "branch_exists",
             EngineError::CommitNotFound(_) => "commit_not_found",
             EngineError::Invalid { .. } => "validation_failed",
@@ -76,6 +85,8 @@ impl EngineError {
             EngineError::CommitConflict { .. } => "commit_conflict",
             EngineError::LeaseBusy { .. } => "graph_busy",
             EngineError::LeaseExpired => "lease_expired",
+            EngineError::BoundExceeded { code, .. } => code,
+            EngineError::TargetMoved { .. } => "target_moved",
             EngineError::Corrupt(_) => "corrupt_manifest",
             EngineError::Storage(_) => "storage_error",
             EngineError::Lance(_) => "table_error",
@@ -95,6 +106,7 @@ impl std::fmt::Display for EngineError {
                 "invalid branch name {b:?}: use 1-64 ASCII letters, digits, '_', '-' or '.', starting with a letter or digit"
             ),
             EngineError::BranchNotFound(b) => write!(f, "branch {b:?} does not exist"),
+            EngineError::UnknownType(t) => write!(f, "the schema declares no type {t:?}"),
             EngineError::BranchExists(b) => write!(f, "branch {b:?} already exists"),
             EngineError::CommitNotFound(c) => write!(f, "commit {c:?} not found"),
             EngineError::Invalid { .. } => write!(f, "the batch failed validation"),
@@ -111,6 +123,13 @@ impl std::fmt::Display for EngineError {
             }
             EngineError::LeaseBusy { owner } => write!(f, "another writer ({owner}) holds the graph's write lease"),
             EngineError::LeaseExpired => write!(f, "the write lease expired before the commit was published"),
+            EngineError::BoundExceeded { resource, limit, actual, .. } => {
+                write!(f, "the load exceeds a bound: {resource} needs {actual}, the limit is {limit}; split the load")
+            }
+            EngineError::TargetMoved { branch, expected_seq, head_seq } => write!(
+                f,
+                "branch {branch:?} moved to commit {head_seq} while the overwrite was staged from commit {expected_seq}; nothing was changed: run the overwrite again"
+            ),
             EngineError::Corrupt(m) => write!(f, "corrupt graph manifest: {m}"),
             EngineError::Storage(m) => write!(f, "storage: {m}"),
             EngineError::Lance(e) => write!(f, "table storage: {e}"),

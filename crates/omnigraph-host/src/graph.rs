@@ -14,10 +14,10 @@ use futures::TryStreamExt;
 use lance::Dataset;
 use lance::dataset::transaction::Operation;
 use lance::datatypes::BlobHandling;
-use omnigraph_validate_wasm::{ID_COLUMN, Mode, Options, Schema, format_timestamp};
+use omnigraph_validate_wasm::{ID_COLUMN, Limits, Mode, Options, Schema, format_timestamp};
 use serde::Deserialize;
 
-use crate::checks::{self, ExternalRef, Snapshot};
+use crate::checks::{self, BatchTable, ExternalRef, Snapshot};
 use crate::error::EngineError;
 use crate::export::write_records;
 use crate::lease::{self, HeldLease, now_ms};
@@ -31,6 +31,9 @@ use crate::storage::GraphRoot;
 use crate::tables;
 use crate::validator::{PrepareResult, Validator};
 
+mod overwrite;
+pub use overwrite::OverwritePublish;
+
 /// How a graph handle writes.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -41,6 +44,9 @@ pub struct EngineConfig {
     /// fsync table files and manifest objects before a load returns (local
     /// disks; object stores are durable on write).
     pub durable: bool,
+    /// The batch bounds (SPEC §5) every load and dry run is validated with,
+    /// and that `/rules` reports.
+    pub limits: Limits,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +56,7 @@ impl Default for EngineConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             lease_wait: DEFAULT_LEASE_WAIT,
             durable: true,
+            limits: Limits::default(),
         }
     }
 }
@@ -94,6 +101,11 @@ pub struct Receipt {
 }
 
 impl Receipt {
+    /// Whether the load wrote no rows (an empty batch; with `from`, only the fork was committed).
+    pub fn empty(&self) -> bool {
+        self.commit.as_ref().is_none_or(|c| c.kind == CommitKind::Fork)
+    }
+
     /// Rows inserted/updated/removed per touched table (none for an empty batch).
     pub fn counts(&self) -> &BTreeMap<String, TableCounts> {
         const NONE: &BTreeMap<String, TableCounts> = &BTreeMap::new();
@@ -120,8 +132,17 @@ pub enum Recovered {
 /// A validated batch: the report and its rows as Arrow, per touched type.
 struct Validated {
     report_json: String,
-    tables: Vec<(usize, RecordBatch)>,
+    tables: Vec<BatchTable>,
     external_refs: Vec<ExternalRef>,
+}
+
+/// Where a staged table's new contents come from.
+enum Source<'a> {
+    /// A validated batch's rows, written in the load's mode.
+    Rows(&'a RecordBatch),
+    /// Every row of another commit's table (a multi-batch overwrite's work
+    /// branch), replacing the table's contents.
+    CopyOf(TablePin),
 }
 
 #[derive(Deserialize)]
@@ -129,10 +150,18 @@ struct ReportRefs {
     external_refs: Vec<ExternalRef>,
 }
 
+/// A graph's settings, fixed when it is created (kept in `_graph/graph.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GraphSettings {
+    /// SPEC §2.3: `data.id` is a node's identity when the record has no top-level `id`.
+    pub legacy_identity: bool,
+}
+
 pub struct Graph {
     root: GraphRoot,
     schema_source: Arc<str>,
     schema: Arc<Schema>,
+    settings: GraphSettings,
     validator: Arc<Validator>,
     config: EngineConfig,
     /// Serializes this process's writers; the lease serializes processes.
@@ -156,8 +185,24 @@ impl Graph {
         validator: Arc<Validator>,
         config: EngineConfig,
     ) -> Result<Graph, EngineError> {
+        Graph::init_with(root, schema_source, GraphSettings::default(), validator, config).await
+    }
+
+    /// [`Graph::init`] with the graph's fixed settings.
+    pub async fn init_with(
+        root: GraphRoot,
+        schema_source: &str,
+        settings: GraphSettings,
+        validator: Arc<Validator>,
+        config: EngineConfig,
+    ) -> Result<Graph, EngineError> {
         let schema = Schema::compile(schema_source).map_err(|e| EngineError::Schema(e.to_string()))?;
-        let info = GraphInfo { format: FORMAT_VERSION, schema_hash: schema.hash().to_owned(), created_at: now_rfc3339() };
+        let info = GraphInfo {
+            format: FORMAT_VERSION,
+            schema_hash: schema.hash().to_owned(),
+            created_at: now_rfc3339(),
+            legacy_identity: settings.legacy_identity,
+        };
         if !root.put_json_if_absent(GRAPH_INFO_PATH, &info).await? {
             return Err(EngineError::GraphExists(root.uri().to_owned()));
         }
@@ -168,7 +213,7 @@ impl Graph {
             let ds = tables::create(&root, def, &table_path(def.kind, &def.name)).await?;
             pins.insert(def.name.clone(), TablePin { lance_branch: None, version: ds.version().version });
         }
-        let graph = Graph::with(root, schema_source.into(), schema, validator, config);
+        let graph = Graph::with(root, schema_source.into(), schema, settings, validator, config);
         graph.sync_tables().await?;
         let commit = Commit {
             id: ulid::Ulid::new().to_string(),
@@ -195,13 +240,14 @@ impl Graph {
     /// Opens the graph at `root` and, unless another writer holds the
     /// lease, finishes whatever a crashed writer left (SPEC §4.2).
     pub async fn open(root: GraphRoot, validator: Arc<Validator>, config: EngineConfig) -> Result<Graph, EngineError> {
-        if root.get_json::<GraphInfo>(GRAPH_INFO_PATH).await?.is_none() {
+        let Some(info) = root.get_json::<GraphInfo>(GRAPH_INFO_PATH).await? else {
             return Err(EngineError::NoGraph(root.uri().to_owned()));
-        }
+        };
         let source = root.get(SCHEMA_PATH).await?.ok_or_else(|| EngineError::NoGraph(root.uri().to_owned()))?;
         let source = String::from_utf8(source).map_err(|_| EngineError::Corrupt("schema.pg is not UTF-8".into()))?;
         let schema = Schema::compile(&source).map_err(|e| EngineError::Schema(e.to_string()))?;
-        let graph = Graph::with(root, source.into(), schema, validator, config);
+        let settings = GraphSettings { legacy_identity: info.legacy_identity };
+        let graph = Graph::with(root, source.into(), schema, settings, validator, config);
         if graph.head(MAIN_BRANCH).await?.is_none() {
             return Err(EngineError::NoGraph(format!("{} (init did not finish)", graph.root.uri())));
         }
@@ -211,8 +257,37 @@ impl Graph {
         }
     }
 
-    fn with(root: GraphRoot, schema_source: Arc<str>, schema: Schema, validator: Arc<Validator>, config: EngineConfig) -> Graph {
-        Graph { root, schema_source, schema: Arc::new(schema), validator, config, writer: tokio::sync::Mutex::new(()) }
+    fn with(
+        root: GraphRoot,
+        schema_source: Arc<str>,
+        schema: Schema,
+        settings: GraphSettings,
+        validator: Arc<Validator>,
+        config: EngineConfig,
+    ) -> Graph {
+        let schema = Arc::new(schema);
+        Graph { root, schema_source, schema, settings, validator, config, writer: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The validator options of a load or dry run: the mode and reading, the
+    /// configured bounds and the graph's identity rule.
+    pub fn options(&self, mode: Mode, strict: bool) -> Options {
+        Options {
+            mode,
+            strict,
+            limits: self.config.limits,
+            legacy_identity: self.settings.legacy_identity,
+            ..Options::default()
+        }
+    }
+
+    pub fn settings(&self) -> GraphSettings {
+        self.settings
+    }
+
+    /// The bounds this graph's loads are validated with (what `/rules` reports).
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
     }
 
     pub fn root(&self) -> &GraphRoot {
@@ -336,19 +411,7 @@ impl Graph {
     /// Creates `name` from `from`'s head: a commit pointing at the base's
     /// table versions (no data copied).
     pub async fn create_branch(&self, name: &str, from: &str, actor: &str) -> Result<Commit, EngineError> {
-        check_branch_name(name)?;
-        self.with_lease(self.config.lease_wait, |_, _| async {
-            if self.head(name).await?.is_some() {
-                return Err(EngineError::BranchExists(name.to_owned()));
-            }
-            let base = self.head_or_404(from).await?;
-            let commit = self.next_commit(name, &base, CommitKind::Fork, actor, None, None).await?;
-            if !self.root.put_json_if_absent(&commit_path(name, commit.seq), &commit).await? {
-                return Err(EngineError::BranchExists(name.to_owned()));
-            }
-            Ok(commit)
-        })
-        .await
+        self.fork(name, from, &[], actor).await
     }
 
     /// Deletes a branch: a tombstone commit ends its chain. Its Lance
@@ -411,8 +474,7 @@ impl Graph {
 
     /// Runs the validator artifact on a batch; a refused batch is `Invalid`.
     async fn validate(&self, req: &LoadRequest) -> Result<Validated, EngineError> {
-        let options = serde_json::to_vec(&Options { mode: req.mode, strict: req.strict, ..Options::default() })
-            .expect("options serialize");
+        let options = serde_json::to_vec(&self.options(req.mode, req.strict)).expect("options serialize");
         let batch = req.batch.clone();
         let (validator, source, schema) = (self.validator.clone(), self.schema_source.clone(), self.schema.clone());
         let result = tokio::task::spawn_blocking(move || validator.prepare_compiled(&source, &schema, &options, &batch))
@@ -426,8 +488,8 @@ impl Graph {
                 for table in tables {
                     let t = self.schema.type_index(&table.name).expect("the validator names schema types");
                     let mut reader = StreamReader::try_new(Cursor::new(table.ipc), None).map_err(storage_error)?;
-                    let batch = reader.next().transpose().map_err(storage_error)?.expect("one batch per table");
-                    decoded.push((t, batch));
+                    let rows = reader.next().transpose().map_err(storage_error)?.expect("one batch per table");
+                    decoded.push(BatchTable { t, rows, lines: table.lines });
                 }
                 Ok(Validated { report_json, tables: decoded, external_refs: refs.external_refs })
             }
@@ -454,7 +516,9 @@ impl Graph {
         let validated = self.validate(req).await?;
         let (base, _) = self.load_base(&req.branch, req.from.as_deref()).await?;
         let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
-        let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, true).await?;
+        let removed_id_limit = self.config.limits.max_removed_id_bytes;
+        let outcome =
+            checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, true, removed_id_limit).await?;
         Ok(DryRun { report_json: validated.report_json, conflicts: outcome.conflicts, counts: outcome.counts })
     }
 
@@ -508,11 +572,29 @@ impl Graph {
                 timings,
             };
             if validated.tables.is_empty() {
-                return Ok(receipt(None, timings));
+                // Nothing to write; a fork still happens, as its own commit,
+                // so the receipt's `created` is true only when the branch exists.
+                if created_from.is_none() {
+                    return Ok(receipt(None, timings));
+                }
+                let fork = self.next_commit(&req.branch, &base, CommitKind::Fork, &req.actor, None, None).await?;
+                if self.root.put_json_if_absent(&commit_path(&fork.branch, fork.seq), &fork).await? {
+                    return Ok(receipt(Some(fork), timings));
+                }
+                continue;
             }
             let started = Instant::now();
             let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
-            let outcome = checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, false).await?;
+            let removed_id_limit = self.config.limits.max_removed_id_bytes;
+            let outcome = checks::run(
+                &mut snapshot,
+                req.mode,
+                &validated.tables,
+                &validated.external_refs,
+                false,
+                removed_id_limit,
+            )
+            .await?;
             timings.checks = started.elapsed();
             if !outcome.conflicts.is_empty() {
                 return Err(EngineError::Rejected {
@@ -526,7 +608,8 @@ impl Graph {
             commit.counts = outcome.counts;
             commit.batch_key = req.batch_key.clone();
             let started = Instant::now();
-            match self.stage_and_commit(req, validated, &lease, commit, &mut timings).await? {
+            let sources = validated.tables.iter().map(|table| (table.t, Source::Rows(&table.rows))).collect();
+            match self.stage_and_commit(req.mode, sources, &lease, commit, &mut timings).await? {
                 Some(commit) => {
                     timings.commit = started.elapsed() - timings.sync;
                     return Ok(receipt(Some(commit), timings));
@@ -543,8 +626,8 @@ impl Graph {
     /// moved (everything was rolled back; the caller re-checks and retries).
     async fn stage_and_commit(
         &self,
-        req: &LoadRequest,
-        validated: &Validated,
+        mode: Mode,
+        sources: Vec<(usize, Source<'_>)>,
         lease: &HeldLease,
         mut commit: Commit,
         timings: &mut LoadTimings,
@@ -553,8 +636,8 @@ impl Graph {
         let mut staged_tables = BTreeMap::new();
         let mut staged = Vec::new();
         let mut ids = ulid::Generator::new();
-        for (t, batch) in &validated.tables {
-            let def = &self.schema.types[*t];
+        for (t, source) in sources {
+            let def = &self.schema.types[t];
             let path = table_path(def.kind, &def.name);
             let pin = commit.tables.get(&def.name).cloned().ok_or_else(|| EngineError::Corrupt(format!("no pin for {}", def.name)))?;
             let (base, published) = if pin.lance_branch == target {
@@ -572,14 +655,22 @@ impl Graph {
                     .await?;
                 (forked, None)
             };
-            let rows = with_generated_ids(batch, &tables::stored_schema(def), &mut ids)?;
             let properties = [
                 ("omnigraph.batch_id".to_owned(), commit.batch_id.clone().unwrap_or_default()),
                 ("omnigraph.commit".to_owned(), format!("{}@{}", commit.branch, commit.seq)),
             ]
             .into();
             let read_version = base.version().version;
-            let one = tables::stage(&self.root, Arc::new(base), req.mode, rows, properties).await?;
+            let one = match source {
+                Source::Rows(batch) => {
+                    let rows = with_generated_ids(batch, &tables::stored_schema(def), &mut ids)?;
+                    tables::stage(&self.root, Arc::new(base), mode, rows, properties).await?
+                }
+                Source::CopyOf(pin) => {
+                    let from = tables::open_pinned(&self.root, &path, &pin).await?;
+                    tables::stage_copy(&self.root, Arc::new(base), &from, def, properties).await?
+                }
+            };
             if let Some((inserted, updated)) = one.merged {
                 commit.counts.insert(def.name.clone(), TableCounts { inserted, updated, removed: 0 });
             }
@@ -587,7 +678,7 @@ impl Graph {
                 def.name.clone(),
                 StagedTable { lance_branch: target.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
             );
-            staged.push((*t, one));
+            staged.push((t, one));
         }
         fail_point!("after-stage");
         let record = RecoveryRecord { lease_generation: lease.generation, commit: commit.clone(), staged: staged_tables };

@@ -24,6 +24,10 @@ pub struct GraphInfo {
     pub format: u32,
     pub schema_hash: String,
     pub created_at: String,
+    /// SPEC §2.3 legacy identity: `data.id` identifies a node whose record
+    /// has no top-level `id`. Fixed at `init`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy_identity: bool,
 }
 
 /// Where one table's data is for a commit: a Lance branch and a version on it.

@@ -7,7 +7,11 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
+use lance::datatypes::BlobHandling;
+use lance::deps::datafusion::error::DataFusionError;
+use lance::deps::datafusion::physical_plan::SendableRecordBatchStream;
+use lance::deps::datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use lance::Dataset;
 use lance::dataset::transaction::Transaction;
 use lance::dataset::{
@@ -143,6 +147,33 @@ pub async fn stage(
     }
 }
 
+/// Stages the replacement of a table's contents by every row of `from` (the
+/// same type at another commit), streamed: memory stays bounded whatever the
+/// table's size. The multi-batch overwrite publishes its work branch this way.
+pub async fn stage_copy(
+    root: &GraphRoot,
+    dataset: Arc<Dataset>,
+    from: &Dataset,
+    def: &TypeDef,
+    properties: HashMap<String, String>,
+) -> Result<Staged, EngineError> {
+    let schema = stored_schema(def);
+    let mut scan = from.scan();
+    scan.blob_handling(BlobHandling::AllBinary);
+    let rows = scan.try_into_stream().await?;
+    let as_stored = schema.clone();
+    // Scanned batches carry the scan's field metadata; the table keeps its own.
+    let stream = rows.map(move |batch| {
+        let batch = batch.map_err(|e| DataFusionError::External(Box::new(e)))?;
+        RecordBatch::try_new(as_stored.clone(), batch.columns().to_vec()).map_err(DataFusionError::from)
+    });
+    let source: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(schema, stream));
+    let mut params = root.write_params(WriteMode::Overwrite);
+    params.transaction_properties = Some(Arc::new(properties));
+    let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted_stream(source).await?;
+    Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
+}
+
 /// Commits a staged transaction exactly once. Never call it again for the
 /// same transaction: Lance would apply it twice.
 pub async fn commit(staged: Staged) -> Result<Dataset, EngineError> {
@@ -218,15 +249,6 @@ pub async fn lookup(
         out.extend(batches.into_iter().filter(|b| b.num_rows() > 0));
     }
     Ok(out)
-}
-
-/// Every value of a string column (overwrite needs the full id set: it
-/// replaces the whole table, so its cost is the table's anyway).
-pub async fn all_strings(ds: &Dataset, column: &str) -> Result<Vec<String>, EngineError> {
-    let mut scan = ds.scan();
-    scan.project(&[column])?;
-    let batches: Vec<RecordBatch> = scan.try_into_stream().await?.try_collect().await?;
-    Ok(batches.iter().flat_map(|b| strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect())
 }
 
 /// The non-null values of a Utf8 column.
