@@ -17,7 +17,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use omnigraph_validate_wasm::{Limits, Mode};
+use omnigraph_validate_wasm::Mode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,7 +25,7 @@ use utoipa::OpenApi;
 
 use crate::auth::{Actor, Auth, AuthError, Permission};
 use crate::error::EngineError;
-use crate::graph::{EngineConfig, Graph, LoadRequest, Receipt};
+use crate::graph::{EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
 use crate::limits::{
     ACCEPT_BACKOFF, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
 };
@@ -56,8 +56,6 @@ pub struct ServerConfig {
     pub storage: StorageOptions,
     pub auth: Auth,
     pub engine: EngineConfig,
-    /// Bounds of one batch (the body bound is `limits.max_batch_bytes`).
-    pub limits: Limits,
     /// Loads one actor may have in flight; more are answered 429.
     pub max_loads_per_actor: usize,
     /// Body bytes held at once over all requests; more are answered 503.
@@ -75,7 +73,6 @@ impl ServerConfig {
             storage: StorageOptions::new(),
             auth,
             engine: EngineConfig::default(),
-            limits: Limits::default(),
             max_loads_per_actor: DEFAULT_MAX_LOADS_PER_ACTOR,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
@@ -147,26 +144,49 @@ fn report_value(report_json: &str) -> Value {
     serde_json::from_str(report_json).unwrap_or(Value::Null)
 }
 
+/// The first bound a report's errors hit (SPEC §5): its code (e.g.
+/// `table_bytes_limit`) and `{resource, limit, actual}`. A batch refused for
+/// a bound is a 413 on every route, whatever else is wrong with it.
+fn bound_error(report: &Value) -> Option<(&'static str, Value)> {
+    let error = report["errors"].as_array()?.iter().find(|e| e.get("limit").is_some())?;
+    let code = match error["code"].as_str()? {
+        "batch_bytes_limit" => "batch_bytes_limit",
+        "line_too_long" => "line_too_long",
+        "json_too_complex" => "json_too_complex",
+        "table_rows_limit" => "table_rows_limit",
+        "table_bytes_limit" => "table_bytes_limit",
+        _ => "bound_exceeded",
+    };
+    Some((code, error["limit"].clone()))
+}
+
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
         let message = e.to_string();
         let code = e.code();
         let status = match &e {
-            EngineError::InvalidBranchName(_) => StatusCode::BAD_REQUEST,
+            EngineError::InvalidBranchName(_) | EngineError::UnknownType(_) => StatusCode::BAD_REQUEST,
             EngineError::NoGraph(_) | EngineError::BranchNotFound(_) | EngineError::CommitNotFound(_) => {
                 StatusCode::NOT_FOUND
             }
-            EngineError::GraphExists(_) | EngineError::BranchExists(_) | EngineError::CommitConflict { .. } => {
-                StatusCode::CONFLICT
-            }
+            EngineError::GraphExists(_)
+            | EngineError::BranchExists(_)
+            | EngineError::CommitConflict { .. }
+            | EngineError::TargetMoved { .. } => StatusCode::CONFLICT,
             EngineError::Invalid { report_json } => {
                 let report = report_value(report_json);
-                let bound = report["errors"].as_array().and_then(|errors| errors.iter().find_map(|d| d.get("limit")).cloned());
-                return match bound {
-                    Some(limit) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "bound_exceeded", message)
-                        .details(json!({"resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"], "report": report})),
+                return match bound_error(&report) {
+                    Some((code, limit)) => {
+                        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message).details(json!({
+                            "resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"], "report": report,
+                        }))
+                    }
                     None => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).details(json!({"report": report})),
                 };
+            }
+            EngineError::BoundExceeded { code, resource, limit, actual } => {
+                return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
+                    .details(json!({"resource": resource, "limit": limit, "actual": actual}));
             }
             EngineError::Rejected { report_json, conflicts } => {
                 let status = if code == "key_conflict" { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
@@ -325,7 +345,7 @@ impl BodyKind {
 
     fn limit(self, state: &AppState) -> u64 {
         match self {
-            BodyKind::Ndjson | BodyKind::CompatJson => state.config.limits.max_batch_bytes,
+            BodyKind::Ndjson | BodyKind::CompatJson => state.config.engine.limits.max_batch_bytes,
             BodyKind::Control => MAX_CONTROL_BODY_BYTES,
         }
     }
@@ -452,13 +472,12 @@ fn receipt_json(receipt: &Receipt) -> Value {
         "commit": receipt.commit.as_ref().map(|c| json!({
             "id": c.id, "seq": c.seq, "parent_id": c.parent_id, "actor": c.actor, "time": c.time,
         })),
-        "empty": receipt.commit.is_none(),
+        "empty": receipt.empty(),
     })
 }
 
-/// The shared tail of both load routes: admission, then the engine.
-async fn run_load(state: &Arc<AppState>, graph: &Graph, actor: &Actor, request: LoadRequest) -> ApiResult {
-    let _admitted = state.admit(&actor.name)?;
+/// The shared tail of both load routes (admitted before their bodies were read): the engine.
+async fn run_load(state: &Arc<AppState>, graph: &Graph, request: LoadRequest) -> ApiResult {
     let bytes = request.batch.len() as u64;
     match graph.load(request).await {
         Ok(receipt) => {
@@ -496,8 +515,10 @@ async fn authorized(
 ) -> Result<(Arc<Graph>, Actor), ApiError> {
     state.metrics.request();
     let actor = state.authenticate(headers)?;
-    let graph = state.graph(id).await?;
+    // Rights first: an actor without them cannot tell a missing graph from
+    // an existing one (403 either way).
     actor.require(id, permission)?;
+    let graph = state.graph(id).await?;
     Ok((graph, actor))
 }
 
@@ -518,8 +539,9 @@ async fn load_ndjson(
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
     check_branch(&graph, &actor, &id, branch, query.from.as_deref()).await?;
     let mode = parse_mode(query.mode.as_deref())?;
+    let _admitted = state.admit(&actor.name)?;
     let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
-    run_load(&state, &graph, &actor, query.request(mode, &actor, bytes)).await
+    run_load(&state, &graph, query.request(mode, &actor, bytes)).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -547,6 +569,7 @@ async fn load_compat(State(state): State<Arc<AppState>>, Checked(Path(id)): Chec
 async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, id, &parts.headers, Permission::Change).await?;
+    let _admitted = state.admit(&actor.name)?;
     let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::CompatJson).await?;
     let parsed: CompatBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("compat body: {e}")))?;
@@ -561,7 +584,7 @@ async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
         batch: Arc::new(parsed.data.into_bytes()),
         batch_key: None,
     };
-    run_load(&state, &graph, &actor, request).await
+    run_load(&state, &graph, request).await
 }
 
 /// Dry run: the report and the stateful checks against the branch head.
@@ -586,7 +609,7 @@ async fn validate(
             "counts": dry.counts,
         }))
         .into_response()),
-        Err(EngineError::Invalid { report_json }) => {
+        Err(EngineError::Invalid { report_json }) if bound_error(&report_value(&report_json)).is_none() => {
             Ok(axum::Json(json!({"ok": false, "report": report_value(&report_json), "conflicts": [], "counts": {}})).into_response())
         }
         Err(e) => Err(e.into()),
@@ -614,7 +637,8 @@ async fn rules(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Pa
         "abi_version": omnigraph_validate_wasm::abi::ABI_VERSION,
         "validator_sha256": graph.validator().artifact_sha256(),
         "schema_hash": graph.schema().hash(),
-        "bounds": state.config.limits,
+        "bounds": graph.limits(),
+        "legacy_identity": graph.settings().legacy_identity,
     }))
     .into_response())
 }
@@ -641,6 +665,10 @@ struct NewBranch {
     name: String,
     /// The base branch (default `main`).
     from: Option<String>,
+    /// Types whose tables start empty on the new branch: the work branch of
+    /// a multi-batch overwrite (see `POST /graphs/{id}/overwrite`).
+    #[serde(default)]
+    clear: Vec<String>,
 }
 
 /// Create a branch from a base's head (no data copied).
@@ -652,8 +680,48 @@ async fn create_branch(State(state): State<Arc<AppState>>, Checked(Path(id)): Ch
     let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
     let new: NewBranch = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("branch body: {e}")))?;
-    let commit = graph.create_branch(&new.name, new.from.as_deref().unwrap_or(MAIN_BRANCH), &actor.name).await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}}))).into_response())
+    let from = new.from.as_deref().unwrap_or(MAIN_BRANCH);
+    let commit = graph.create_work_branch(&new.name, from, &new.clear, &actor.name).await?;
+    let created = json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}, "base": commit.parent});
+    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+struct OverwriteBody {
+    /// The branch whose types are replaced (default `main`).
+    branch: Option<String>,
+    /// The work branch holding the new contents (created with `clear`).
+    from: String,
+    /// The target's head `seq` the work branch was forked from.
+    base_seq: u64,
+    /// The replaced types: the work branch's cleared types.
+    types: Vec<String>,
+    batch_key: Option<String>,
+}
+
+/// Publish a multi-batch overwrite: the types' tables of `from` replace the
+/// branch's in one commit (409 `target_moved` if the branch moved since the
+/// fork); the work branch is then deleted.
+#[utoipa::path(post, path = "/graphs/{id}/overwrite", params(("id" = String, Path)), request_body = OverwriteBody,
+    responses((status = 200, description = "committed"), (status = 409, description = "target_moved"),
+        (status = 413, description = "removed_ids_limit"), (status = 422, description = "stranded edges")))]
+async fn publish_overwrite(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, request: Request) -> ApiResult {
+    let (parts, body) = request.into_parts();
+    let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
+    let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
+    let publish: OverwriteBody = serde_json::from_slice(&body.bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("overwrite body: {e}")))?;
+    let receipt = graph
+        .publish_overwrite(OverwritePublish {
+            branch: publish.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned()),
+            work: publish.from,
+            base_seq: publish.base_seq,
+            types: publish.types,
+            actor: actor.name.clone(),
+            batch_key: publish.batch_key,
+        })
+        .await?;
+    Ok(axum::Json(receipt_json(&receipt)).into_response())
 }
 
 /// Delete a branch (admin).
@@ -735,8 +803,8 @@ async fn asset(Checked(Path(path)): Checked<Path<String>>) -> Response {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "OmniGraph ingest", description = "Validate and commit graph batches (SPEC §6)"),
-    paths(load_ndjson, load_compat, validate, schema, rules, list_branches, create_branch, delete_branch, commits, export,
-        healthz, metrics, openapi, index, asset)
+    paths(load_ndjson, load_compat, validate, schema, rules, list_branches, create_branch, delete_branch, publish_overwrite,
+        commits, export, healthz, metrics, openapi, index, asset)
 )]
 pub struct ApiDoc;
 
@@ -750,6 +818,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/rules", get(rules))
         .route("/graphs/{id}/branches", get(list_branches).post(create_branch))
         .route("/graphs/{id}/branches/{name}", delete(delete_branch))
+        .route("/graphs/{id}/overwrite", post(publish_overwrite))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/export", get(export))
         .route("/healthz", get(healthz))

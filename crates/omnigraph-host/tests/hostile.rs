@@ -78,7 +78,7 @@ async fn slow_loris_heads_are_disconnected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_the_bound_without_content_length_are_cut_off() {
-    let s = start(Auth::Open, |c| c.limits.max_batch_bytes = 4096).await;
+    let s = start(Auth::Open, |c| c.engine.limits.max_batch_bytes = 4096).await;
     let line = person("Big", 1);
     let mut chunks = vec![format!("{LOAD_HEAD}Transfer-Encoding: chunked\r\n\r\n").into_bytes()];
     chunks.extend((0..200).map(|_| format!("{:x}\r\n{line}\r\n", line.len()).into_bytes()));
@@ -96,7 +96,7 @@ async fn bodies_over_the_bound_without_content_length_are_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_held_at_once_stay_within_the_in_flight_budget() {
     let s = start(Auth::Open, |c| {
-        c.limits.max_batch_bytes = 1000;
+        c.engine.limits.max_batch_bytes = 1000;
         c.max_inflight_bytes = 1500;
         c.body_read_timeout = Duration::from_secs(2);
     })

@@ -116,6 +116,7 @@ async fn openapi_lists_every_route() {
         ("/graphs/{id}/branches", "get"),
         ("/graphs/{id}/branches", "post"),
         ("/graphs/{id}/branches/{name}", "delete"),
+        ("/graphs/{id}/overwrite", "post"),
         ("/graphs/{id}/commits", "get"),
         ("/graphs/{id}/export", "get"),
         ("/healthz", "get"),
@@ -130,7 +131,7 @@ async fn openapi_lists_every_route() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_codes_follow_the_spec() {
-    let s = start(Auth::Open, |c| c.limits.max_batch_bytes = 4096).await;
+    let s = start(Auth::Open, |c| c.engine.limits.max_batch_bytes = 4096).await;
     let c = client();
     post_ndjson(&s, "/graphs/g/load/ndjson", &person("Ada", 1)).await;
     let code = |r: (u16, Value)| (r.0, r.1["code"].as_str().unwrap_or("").to_owned(), r.1);
@@ -191,7 +192,7 @@ async fn auth_comes_before_the_body_and_grants_are_enforced() {
         sha256_hex(b"read-token"),
         sha256_hex(b"load-token")
     );
-    let s = start(Auth::from_toml(&config).unwrap(), |c| c.limits.max_batch_bytes = 1000).await;
+    let s = start(Auth::from_toml(&config).unwrap(), |c| c.engine.limits.max_batch_bytes = 1000).await;
     let addr = s.addr;
     // No token; a body that would never arrive.
     let answer = tokio::task::spawn_blocking(move || {
@@ -230,14 +231,68 @@ async fn auth_comes_before_the_body_and_grants_are_enforced() {
     assert_eq!(fork.status(), 403);
 }
 
+/// A strict load of `body` sent in two parts, `pause` apart, on a raw
+/// connection; the answer's first bytes.
+fn slow_load(addr: std::net::SocketAddr, body: String, pause: Duration) -> String {
+    let head = format!(
+        "POST /graphs/g/load/ndjson HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    raw_exchange(addr, vec![[head.as_bytes(), first.as_bytes()].concat(), rest.as_bytes().to_vec()], pause)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_answers_429_with_retry_after() {
-    let s = start(Auth::Open, |c| c.max_loads_per_actor = 0).await;
-    let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("A", 1)).await;
-    assert_eq!(r.status(), 429);
-    assert_eq!(r.headers()["retry-after"], "1");
-    let metrics = client().get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
-    assert!(!metrics.contains("outcome=\"committed\""), "{metrics}");
+async fn admission_holds_a_slot_from_before_the_body_until_the_load_ends() {
+    let s = start(Auth::Open, |c| c.max_loads_per_actor = 2).await;
+    let addr = s.addr;
+    // Two loads whose bodies take 2 s to arrive: both admitted at once.
+    let slow: Vec<_> = (0..2)
+        .map(|i| tokio::task::spawn_blocking(move || slow_load(addr, person(&format!("slow{i}"), 1), Duration::from_secs(2))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The third is refused before its body is read: the slots are taken.
+    let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("third", 1)).await;
+    assert_eq!(r.status(), 429, "{:?}", r.text().await);
+    for answer in slow {
+        let answer = answer.await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    // Finished loads give their slots back.
+    let r = post_ndjson(&s, "/graphs/g/load/ndjson", &person("fourth", 1)).await;
+    assert_eq!(r.status(), 200);
+    let zero = start(Auth::Open, |c| c.max_loads_per_actor = 0).await;
+    let r = post_ndjson(&zero, "/graphs/g/load/ndjson", &person("A", 1)).await;
+    assert_eq!((r.status().as_u16(), r.headers()["retry-after"].to_str().unwrap()), (429, "1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_rights_a_missing_graph_looks_like_an_existing_one() {
+    let config = format!("[[token]]\nactor = \"reader\"\nsha256 = \"{}\"\ngraphs = {{ g = [\"read\"] }}\n", sha256_hex(b"read-token"));
+    let s = start(Auth::from_toml(&config).unwrap(), |_| {}).await;
+    let get = |graph: &str| client().get(format!("{}/graphs/{graph}/schema", s.url)).bearer_auth("read-token").send();
+    assert_eq!(get("empty").await.unwrap().status(), 403, "exists, no rights");
+    assert_eq!(get("missing").await.unwrap().status(), 403, "missing, no rights: the same answer");
+    assert_eq!(get("g").await.unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_bounds_are_enforced_and_reported_on_every_route() {
+    let s = start(Auth::Open, |c| c.engine.limits.max_table_rows = 2).await;
+    let three = format!("{}{}{}", person("A", 1), person("B", 1), person("C", 1));
+    let (_, rules) = json_of(client().get(format!("{}/graphs/g/rules", s.url)).send().await.unwrap()).await;
+    assert_eq!(rules["bounds"]["max_table_rows"], 2, "/rules reports what is enforced");
+    assert_eq!(rules["legacy_identity"], false);
+    for route in ["/graphs/g/load/ndjson", "/graphs/g/validate"] {
+        let (status, body) = json_of(post_ndjson(&s, route, &three).await).await;
+        assert_eq!((status, body["code"].as_str()), (413, Some("table_rows_limit")), "{route}: {body}");
+        assert_eq!((body["details"]["resource"].as_str(), body["details"]["limit"].as_u64(), body["details"]["actual"].as_u64()), (Some("rows:Person"), Some(2), Some(3)));
+    }
+    let compat = client().post(format!("{}/graphs/g/load", s.url)).json(&serde_json::json!({"data": three})).send().await.unwrap();
+    assert_eq!(compat.status(), 413);
+    let (status, _) = json_of(post_ndjson(&s, "/graphs/g/validate", &person("A", 1)).await).await;
+    assert_eq!(status, 200);
+    assert_eq!(counts(&reopen(&s.place.child("g")).await, "main").await["Person"], 0, "nothing was written");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
