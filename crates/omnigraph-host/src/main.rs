@@ -9,9 +9,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use omnigraph_host::auth::Auth;
 use omnigraph_host::http::{AppState, ServerConfig};
-use omnigraph_host::split::{Checkpoint, split_batches};
+use omnigraph_host::split::{Batch, Checkpoint, Pass, Position, Splitter, WorkBranch, file_sha256, types_named};
 use omnigraph_host::validator::{RunnerConfig, ValidateOutcome, Validator};
-use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, LoadRequest, StorageOptions};
+use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, GraphSettings, LoadRequest, OverwritePublish, StorageOptions};
 use omnigraph_validate_wasm::{Limits, Mode, Options};
 
 /// The demo graph `serve --demo` creates on first run.
@@ -35,6 +35,11 @@ struct RootArgs {
     /// Write lease duration in milliseconds (a crashed writer blocks others this long).
     #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
     lease_ttl_ms: Option<u64>,
+    /// Batch bounds (SPEC §5) as JSON, e.g. {"max_table_rows": 4096}; the
+    /// rest keep their defaults. Loads are validated with them and `/rules`
+    /// reports them.
+    #[arg(long, env = "OMNIGRAPH_LIMITS")]
+    limits: Option<PathBuf>,
 }
 
 /// Options of `s3://` roots; credentials come from `AWS_ACCESS_KEY_ID` and
@@ -88,6 +93,10 @@ enum Command {
         #[command(flatten)]
         root: RootArgs,
         schema: PathBuf,
+        /// Legacy identity (SPEC §2.3): a node record's `data.id` is its
+        /// identity when it has no top-level `id`. Fixed for the graph's life.
+        #[arg(long)]
+        legacy_identity: bool,
     },
     /// Serve every graph under --root over HTTP (SPEC §6).
     Serve {
@@ -130,6 +139,12 @@ enum Command {
         /// Print the report as JSON (SPEC §3) instead of lines.
         #[arg(long)]
         json: bool,
+        /// Batch bounds as JSON (a host's `/rules` `bounds`), to judge as that host does.
+        #[arg(long)]
+        limits: Option<PathBuf>,
+        /// Legacy identity (SPEC §2.3), as a graph created with `init --legacy-identity`.
+        #[arg(long)]
+        legacy_identity: bool,
     },
     /// Load an NDJSON file: split at line boundaries into bounded batches,
     /// one graph commit each, into a local root or through a server.
@@ -166,6 +181,9 @@ enum Command {
         batch_bytes: u64,
         #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
         lease_ttl_ms: Option<u64>,
+        /// Batch bounds as JSON (local roots; a server's come from its /rules).
+        #[arg(long, env = "OMNIGRAPH_LIMITS", conflicts_with = "server")]
+        limits: Option<PathBuf>,
         #[command(flatten)]
         s3: S3Args,
     },
@@ -245,12 +263,24 @@ fn storage_options(s3: &S3Args) -> StorageOptions {
     options
 }
 
-fn engine_config(lease_ttl_ms: Option<u64>) -> EngineConfig {
-    let mut config = EngineConfig::default();
-    if let Some(ms) = lease_ttl_ms {
-        config.lease_ttl = Duration::from_millis(ms);
+impl RootArgs {
+    fn engine_config(&self) -> Result<EngineConfig, Failure> {
+        let mut config = EngineConfig::default();
+        if let Some(ms) = self.lease_ttl_ms {
+            config.lease_ttl = Duration::from_millis(ms);
+        }
+        if let Some(path) = &self.limits {
+            config.limits = read_limits(path)?;
+        }
+        Ok(config)
     }
-    config
+}
+
+/// Bounds from a JSON file (any subset of `Limits`; the rest default), checked.
+fn read_limits(path: &Path) -> Result<Limits, Failure> {
+    let invalid = |e: &dyn std::fmt::Display| operational(format!("{}: {e}", path.display()));
+    let limits: Limits = serde_json::from_slice(&read(path)?).map_err(|e| invalid(&e))?;
+    Ok(Options { limits, ..Options::default() }.checked().map_err(|e| invalid(&e))?.limits)
 }
 
 impl RootArgs {
@@ -263,8 +293,8 @@ impl RootArgs {
         GraphRoot::create(&self.root, storage_options(&self.s3))
     }
 
-    async fn open(&self) -> Result<Graph, EngineError> {
-        Graph::open(self.open_root()?, validator()?, engine_config(self.lease_ttl_ms)).await
+    async fn open(&self) -> Result<Graph, Failure> {
+        Ok(Graph::open(self.open_root()?, validator()?, self.engine_config()?).await?)
     }
 }
 
@@ -310,9 +340,10 @@ fn termination_signals() -> libc::sigset_t {
 
 async fn run(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Init { root, schema } => {
+        Command::Init { root, schema, legacy_identity } => {
             let source = String::from_utf8(read(&schema)?).map_err(|_| operational("the schema is not UTF-8"))?;
-            let graph = Graph::init(root.create_root()?, &source, validator()?, engine_config(root.lease_ttl_ms)).await?;
+            let settings = GraphSettings { legacy_identity };
+            let graph = Graph::init_with(root.create_root()?, &source, settings, validator()?, root.engine_config()?).await?;
             eprintln!("created graph at {} (schema {})", graph.root().uri(), graph.schema().hash());
         }
         Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs, header_read_timeout_secs } => {
@@ -332,37 +363,38 @@ async fn run(command: Command) -> Result<(), Failure> {
             }
             let mut config = ServerConfig::new(root.root.clone(), auth);
             config.storage = storage_options(&root.s3);
-            config.engine = engine_config(root.lease_ttl_ms);
+            config.engine = root.engine_config()?;
             config.max_loads_per_actor = max_loads_per_actor;
             config.max_inflight_bytes = max_inflight_bytes;
             config.body_read_timeout = Duration::from_secs(body_read_timeout_secs);
             config.header_read_timeout = Duration::from_secs(header_read_timeout_secs);
             if let Some(bytes) = max_batch_bytes {
-                config.limits.max_batch_bytes = bytes;
+                config.engine.limits.max_batch_bytes = bytes;
             }
             let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| operational(format!("{listen}: {e}")))?;
             eprintln!("serving graphs under {} on http://{}", root.root, listener.local_addr().map_err(operational)?);
             let state = AppState::new(config, validator);
             omnigraph_host::http::serve(listener, state, shutdown_signal()).await.map_err(operational)?;
         }
-        Command::Validate { schema, file, mode, json } => {
+        Command::Validate { schema, file, mode, json, limits, legacy_identity } => {
             let source = String::from_utf8(read(&schema)?).map_err(|_| operational("the schema is not UTF-8"))?;
             let batch = read(&file)?;
-            let options = serde_json::to_vec(&Options { mode: mode.into(), ..Options::default() }).expect("options");
+            let limits = match &limits {
+                Some(path) => read_limits(path)?,
+                None => Limits::default(),
+            };
+            let options = Options { mode: mode.into(), limits, legacy_identity, ..Options::default() };
+            let options = serde_json::to_vec(&options).expect("options");
             match validator()?.validate(&source, &options, &batch).map_err(operational)? {
                 ValidateOutcome::Report(report) => return print_report(&file, &report, json),
                 ValidateOutcome::SchemaError(e) => return Err(operational(format!("{}: {e}", schema.display()))),
                 ValidateOutcome::OptionsError(e) => return Err(operational(e)),
             }
         }
-        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms, s3 } => {
-            let data = read(&file)?;
-            let limits = Limits::default();
-            let batch_lines = batch_lines.clamp(1, limits.max_table_rows as usize);
-            let batch_bytes = batch_bytes.clamp(1, limits.max_batch_bytes);
+        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms, limits, s3 } => {
             let target = match (&root, &server) {
                 (Some(root), _) => {
-                    let root = RootArgs { root: root.clone(), s3, lease_ttl_ms };
+                    let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, limits };
                     Target::Local(root.open().await?)
                 }
                 (None, Some(url)) => Target::Server {
@@ -373,7 +405,18 @@ async fn run(command: Command) -> Result<(), Failure> {
                 },
                 (None, None) => unreachable!("clap requires --root or --server"),
             };
-            load_file(&target, &file, &data, &branch, from, mode.into(), &actor, resume, batch_lines, batch_bytes).await?;
+            let bounds = target.limits().await?;
+            let job = LoadJob {
+                file: &file,
+                branch: &branch,
+                from,
+                mode: mode.into(),
+                actor: &actor,
+                resume,
+                batch_lines: batch_lines.clamp(1, bounds.max_table_rows.max(1) as usize),
+                batch_bytes: batch_bytes.clamp(1, bounds.max_batch_bytes) as usize,
+            };
+            load_file(&target, job).await?;
         }
         Command::Export { root, branch, at } => {
             let graph = root.open().await?;
@@ -447,12 +490,87 @@ enum Target {
     Server { client: reqwest::Client, url: String, graph: String, token: Option<String> },
 }
 
+/// Why a batch was not committed.
+struct BatchRefused {
+    /// A bound of SPEC §5 that a smaller batch may fit (split and retry).
+    splittable: bool,
+    /// The report or the error body, as JSON, when there is one.
+    details: Option<serde_json::Value>,
+    failure: Failure,
+}
+
+impl From<Failure> for BatchRefused {
+    fn from(failure: Failure) -> Self {
+        BatchRefused { splittable: false, details: None, failure }
+    }
+}
+
+/// Bounds a smaller batch can fit; the removed-id allowance is not one.
+const SPLITTABLE_BOUNDS: [&str; 5] =
+    ["batch_bytes_limit", "table_rows_limit", "table_bytes_limit", "json_too_complex", "line_too_long"];
+
 impl Target {
-    /// Commits one batch; `batch_key` makes a retried batch recognisable.
-    async fn load(&self, request: LoadRequest) -> Result<(), Failure> {
+    fn call(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let Target::Server { client, url, graph, token } = self else { unreachable!("a server target") };
+        let call = client.request(method, format!("{url}/graphs/{graph}{path}"));
+        match token {
+            Some(token) => call.bearer_auth(token),
+            None => call,
+        }
+    }
+
+    /// Sends a request to the server; a non-2xx answer is an error with its body.
+    async fn send(call: reqwest::RequestBuilder) -> Result<serde_json::Value, BatchRefused> {
+        let response = call.send().await.map_err(operational)?;
+        let status = response.status();
+        let body = response.text().await.map_err(operational)?;
+        if status.is_success() {
+            return Ok(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
+        }
+        let details: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+        let code = details.as_ref().and_then(|d| d["code"].as_str()).unwrap_or_default().to_owned();
+        let text = format!("error: HTTP {status}\n{body}");
+        let failure = match status.as_u16() {
+            409 | 413 | 422 => Failure::Invalid(text),
+            _ => Failure::Operational(text),
+        };
+        Err(BatchRefused { splittable: status == 413 && SPLITTABLE_BOUNDS.contains(&code.as_str()), details, failure })
+    }
+
+    /// The bounds the graph validates with (the server's `/rules`).
+    async fn limits(&self) -> Result<Limits, Failure> {
         match self {
-            Target::Local(graph) => graph.load(request).await.map(drop).map_err(Failure::from),
-            Target::Server { client, url, graph, token } => {
+            Target::Local(graph) => Ok(*graph.limits()),
+            Target::Server { .. } => {
+                let rules = Target::send(self.call(reqwest::Method::GET, "/rules")).await.map_err(|r| r.failure)?;
+                serde_json::from_value(rules["bounds"].clone()).map_err(operational)
+            }
+        }
+    }
+
+    /// Commits one batch; `batch_key` makes a retried batch recognisable.
+    async fn load(&self, request: LoadRequest) -> Result<(), BatchRefused> {
+        match self {
+            Target::Local(graph) => match graph.load(request).await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let (splittable, details) = match &e {
+                        EngineError::Invalid { report_json } => {
+                            let report: serde_json::Value = serde_json::from_str(report_json).unwrap_or_default();
+                            let bound = report["errors"].as_array().into_iter().flatten().any(|e| {
+                                e.get("limit").is_some() && SPLITTABLE_BOUNDS.contains(&e["code"].as_str().unwrap_or_default())
+                            });
+                            (bound, Some(report))
+                        }
+                        EngineError::Rejected { conflicts, .. } => {
+                            (false, Some(serde_json::json!({ "conflicts": conflicts })))
+                        }
+                        _ => (false, None),
+                    };
+                    Err(BatchRefused { splittable, details, failure: e.into() })
+                }
+            },
+            Target::Server { .. } => {
                 let mut query = vec![("branch", request.branch.clone()), ("mode", request.mode.as_str().to_owned())];
                 if let Some(from) = &request.from {
                     query.push(("from", from.clone()));
@@ -460,27 +578,55 @@ impl Target {
                 if let Some(key) = &request.batch_key {
                     query.push(("batch_key", key.clone()));
                 }
-                let mut call = client
-                    .post(format!("{url}/graphs/{graph}/load/ndjson"))
+                let call = self
+                    .call(reqwest::Method::POST, "/load/ndjson")
                     .query(&query)
                     .header("content-type", "application/x-ndjson")
                     .body(request.batch.as_ref().clone());
-                if let Some(token) = token {
-                    call = call.bearer_auth(token);
-                }
-                let response = call.send().await.map_err(operational)?;
-                let status = response.status();
-                let body = response.text().await.map_err(operational)?;
-                match status.as_u16() {
-                    200 => Ok(()),
-                    409 | 413 | 422 => Err(Failure::Invalid(format!("error: HTTP {status}\n{body}"))),
-                    _ => Err(Failure::Operational(format!("error: HTTP {status}\n{body}"))),
-                }
+                Target::send(call).await.map(drop)
             }
         }
     }
 
-    /// The batch keys already committed on `branch` by runs named `run`.
+    /// Forks `name` from `from` with the tables of `clear` empty; the base's seq.
+    async fn fork(&self, name: &str, from: &str, clear: &[String]) -> Result<u64, Failure> {
+        match self {
+            Target::Local(graph) => {
+                let commit = graph.create_work_branch(name, from, clear, "cli").await?;
+                Ok(commit.parent.map_or(0, |p| p.seq))
+            }
+            Target::Server { .. } => {
+                let body = serde_json::json!({"name": name, "from": from, "clear": clear});
+                let created = Target::send(self.call(reqwest::Method::POST, "/branches").json(&body)).await.map_err(|r| r.failure)?;
+                created["base"]["seq"].as_u64().ok_or_else(|| operational("the server did not name the fork's base"))
+            }
+        }
+    }
+
+    /// Publishes a multi-batch overwrite's work branch onto `branch`.
+    async fn publish(&self, branch: &str, work: &WorkBranch, key: String, actor: &str) -> Result<(), BatchRefused> {
+        match self {
+            Target::Local(graph) => {
+                let publish = OverwritePublish {
+                    branch: branch.to_owned(),
+                    work: work.branch.clone(),
+                    base_seq: work.base_seq,
+                    types: work.types.clone(),
+                    actor: actor.to_owned(),
+                    batch_key: Some(key),
+                };
+                graph.publish_overwrite(publish).await.map(drop).map_err(|e| BatchRefused::from(Failure::from(e)))
+            }
+            Target::Server { .. } => {
+                let body = serde_json::json!({
+                    "branch": branch, "from": work.branch, "base_seq": work.base_seq, "types": work.types, "batch_key": key,
+                });
+                Target::send(self.call(reqwest::Method::POST, "/overwrite").json(&body)).await.map(drop)
+            }
+        }
+    }
+
+    /// The batch keys already committed on `branch` (none if it does not exist).
     async fn committed_keys(&self, branch: &str) -> Result<Vec<String>, Failure> {
         let commits: Vec<serde_json::Value> = match self {
             Target::Local(graph) => match graph.log(branch).await {
@@ -488,17 +634,12 @@ impl Target {
                 Err(EngineError::BranchNotFound(_)) => Vec::new(),
                 Err(e) => return Err(e.into()),
             },
-            Target::Server { client, url, graph, token } => {
-                let mut call = client.get(format!("{url}/graphs/{graph}/commits")).query(&[("branch", branch)]);
-                if let Some(token) = token {
-                    call = call.bearer_auth(token);
-                }
-                let response = call.send().await.map_err(operational)?;
-                if response.status() == 404 {
-                    Vec::new()
-                } else {
-                    let body: serde_json::Value = response.json().await.map_err(operational)?;
-                    body["commits"].as_array().cloned().unwrap_or_default()
+            Target::Server { .. } => {
+                let call = self.call(reqwest::Method::GET, "/commits").query(&[("branch", branch)]);
+                match Target::send(call).await {
+                    Ok(body) => body["commits"].as_array().cloned().unwrap_or_default(),
+                    Err(BatchRefused { details: Some(d), .. }) if d["code"] == "branch_not_found" => Vec::new(),
+                    Err(refused) => return Err(refused.failure),
                 }
             }
         };
@@ -506,77 +647,187 @@ impl Target {
     }
 }
 
-/// Splits the file into batches and commits them in order, with a progress
-/// bar and a checkpoint file for `--resume`.
-#[allow(clippy::too_many_arguments)]
-async fn load_file(
-    target: &Target,
-    file: &Path,
-    data: &[u8],
-    branch: &str,
+/// What `load` was asked to do.
+struct LoadJob<'a> {
+    file: &'a Path,
+    branch: &'a str,
     from: Option<String>,
     mode: Mode,
-    actor: &str,
+    actor: &'a str,
     resume: bool,
     batch_lines: usize,
-    batch_bytes: u64,
-) -> Result<(), Failure> {
-    let digest = omnigraph_host::auth::sha256_hex(data);
-    let checkpoint_path = Checkpoint::path_for(file);
-    let mut checkpoint = match (resume, Checkpoint::read(&checkpoint_path).map_err(operational)?) {
+    batch_bytes: usize,
+}
+
+/// Tells which file lines a refused batch's report lines are (reports
+/// count lines within the batch).
+fn print_file_lines(batch: &Batch, details: Option<&serde_json::Value>) {
+    let Some(details) = details else { return };
+    let mut lines = std::collections::BTreeSet::new();
+    for list in [&details["errors"], &details["report"]["errors"], &details["conflicts"], &details["details"]["conflicts"]] {
+        for item in list.as_array().into_iter().flatten() {
+            lines.extend(item["line"].as_u64());
+        }
+    }
+    for line in lines.into_iter().take(100) {
+        if let Some(file_line) = batch.file_line(line) {
+            eprintln!("  batch line {line} is line {file_line} of the file");
+        }
+    }
+}
+
+/// Streams the file into batches and commits them in order (nodes before
+/// edges once the file is split), with a progress bar and a checkpoint file
+/// for `--resume`. An overwrite of several batches goes through a work
+/// branch published in one commit (`Graph::publish_overwrite`).
+async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
+    let digest = file_sha256(job.file).map_err(operational)?;
+    let checkpoint_path = Checkpoint::path_for(job.file);
+    let mut checkpoint = match (job.resume, Checkpoint::read(&checkpoint_path).map_err(operational)?) {
         (true, Some(previous)) if previous.file_sha256 != digest => {
             return Err(operational("--resume: the file changed since the interrupted run"));
         }
-        // A resumed run splits exactly as the interrupted one did, whatever
-        // bounds it is given now: batch numbers must mean the same lines.
+        // A resumed run splits with the interrupted run's bounds.
         (true, Some(previous)) => previous,
         (true, None) => return Err(operational(format!("--resume: no checkpoint at {}", checkpoint_path.display()))),
-        (false, _) => Checkpoint::new(digest, batch_lines, batch_bytes as usize),
+        (false, _) => Checkpoint::new(digest, job.batch_lines, job.batch_bytes),
     };
-    let batches = split_batches(data, checkpoint.batch_lines, checkpoint.batch_bytes).map_err(operational)?;
+    let mut splitter = Splitter::open(job.file, checkpoint.batch_lines, checkpoint.batch_bytes).map_err(operational)?;
+    let len = splitter.len();
     // A batch may have committed after the last checkpoint write: the
     // graph's log knows (each commit carries its batch key).
-    let committed = target.committed_keys(branch).await?;
-    checkpoint.catch_up(&committed);
-    let total_bytes = data.len() as u64;
-    let bar = indicatif::ProgressBar::new(total_bytes);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {msg}").expect("progress template"),
-    );
-    let mut rows = 0u64;
-    for (n, range) in batches.iter().enumerate() {
-        if n < checkpoint.next_batch {
-            bar.set_position(range.end as u64);
-            continue;
+    if let Some(work) = &checkpoint.overwrite {
+        if target.committed_keys(job.branch).await?.contains(&checkpoint.publish_key()) {
+            eprintln!("the overwrite was already published");
+            return Checkpoint::remove(&checkpoint_path).map_err(operational);
         }
-        let chunk = &data[range.clone()];
-        let request = LoadRequest {
-            branch: branch.to_owned(),
-            from: from.clone(),
-            mode,
-            strict: true,
-            actor: actor.to_owned(),
-            batch: Arc::new(chunk.to_vec()),
-            batch_key: Some(checkpoint.key(n)),
-        };
-        if let Err(failure) = target.load(request).await {
-            bar.abandon_with_message(format!("stopped at batch {} of {} (nothing of it was written)", n + 1, batches.len()));
-            return Err(failure);
-        }
-        rows += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-        checkpoint.next_batch = n + 1;
-        checkpoint.write(&checkpoint_path).map_err(operational)?;
-        bar.set_position(range.end as u64);
-        bar.set_message(format!("~{rows} lines, {} commits", n + 1));
+        let keys = target.committed_keys(&work.branch).await?;
+        checkpoint.catch_up(&keys, len);
+    } else {
+        checkpoint.catch_up(&target.committed_keys(job.branch).await?, len);
     }
-    bar.finish_with_message(format!("{} batches committed", batches.len()));
+    let bar = indicatif::ProgressBar::new(len.max(1));
+    bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {msg}").expect("progress template"));
+    let mut commits = 0u64;
+
+    if checkpoint.next.pass == Pass::All {
+        let whole = if checkpoint.next.offset == 0 && splitter.fits_one_batch().map_err(operational)? {
+            splitter.seek(checkpoint.next).map_err(operational)?;
+            splitter.next_batch().map_err(operational)?
+        } else {
+            None
+        };
+        match whole {
+            None if checkpoint.next.offset >= len && len > 0 => {}
+            None if len == 0 => {}
+            None => checkpoint.next = Position { pass: Pass::Nodes, offset: 0 },
+            Some(batch) => {
+                let request = batch_request(&job, job.branch, job.mode, job.from.clone(), &batch, &checkpoint.run);
+                match target.load(request).await {
+                    Ok(()) => {
+                        checkpoint.next.offset = len;
+                        commits += 1;
+                    }
+                    Err(refused) if refused.splittable => {
+                        eprintln!("the file is over a bound as one batch; splitting it");
+                        checkpoint.next = Position { pass: Pass::Nodes, offset: 0 };
+                    }
+                    Err(refused) => {
+                        print_file_lines(&batch, refused.details.as_ref());
+                        bar.abandon_with_message("stopped: nothing of the file was written");
+                        return Err(refused.failure);
+                    }
+                }
+                checkpoint.write(&checkpoint_path).map_err(operational)?;
+            }
+        }
+    }
+
+    if checkpoint.next.pass != Pass::All {
+        if job.mode == Mode::Overwrite && checkpoint.overwrite.is_none() {
+            let types = types_named(job.file, checkpoint.batch_bytes).map_err(operational)?;
+            let work_name = checkpoint.work_branch_name();
+            let base_seq = match target.fork(&work_name, job.branch, &types).await {
+                Err(Failure::Operational(text) | Failure::Invalid(text)) if text.contains("branch_not_found") && job.from.is_some() => {
+                    target.fork(job.branch, job.from.as_deref().expect("checked"), &[]).await?;
+                    target.fork(&work_name, job.branch, &types).await?
+                }
+                other => other?,
+            };
+            checkpoint.overwrite = Some(WorkBranch { branch: work_name, base_seq, types });
+            checkpoint.write(&checkpoint_path).map_err(operational)?;
+        }
+        let (branch, mode, from) = match &checkpoint.overwrite {
+            Some(work) => (work.branch.clone(), Mode::Append, None),
+            None => (job.branch.to_owned(), job.mode, job.from.clone()),
+        };
+        splitter.seek(checkpoint.next).map_err(operational)?;
+        let mut smaller: Vec<Batch> = Vec::new();
+        loop {
+            let batch = match smaller.pop() {
+                Some(batch) => batch,
+                None => match splitter.next_batch().map_err(operational)? {
+                    Some(batch) => batch,
+                    None => break,
+                },
+            };
+            let request = batch_request(&job, &branch, mode, from.clone(), &batch, &checkpoint.run);
+            match target.load(request).await {
+                Ok(()) => {
+                    checkpoint.next = Position { pass: batch.pass, offset: batch.end };
+                    checkpoint.write(&checkpoint_path).map_err(operational)?;
+                    commits += 1;
+                    let done = if batch.pass == Pass::Edges { len / 2 + batch.end / 2 } else { batch.end / 2 };
+                    bar.set_position(done);
+                    bar.set_message(format!("{commits} commits ({})", if batch.pass == Pass::Edges { "edges" } else { "nodes" }));
+                }
+                Err(refused) if refused.splittable && batch.lines.len() > 1 => {
+                    let (first, second) = batch.halves().expect("two lines or more");
+                    smaller.push(second);
+                    smaller.push(first);
+                }
+                Err(refused) => {
+                    print_file_lines(&batch, refused.details.as_ref());
+                    let target_note = if checkpoint.overwrite.is_some() { ", and the target is unchanged" } else { "" };
+                    bar.abandon_with_message(format!(
+                        "stopped at file lines {}..={} (nothing of this batch was written{target_note}); fix it and run again with --resume",
+                        batch.lines.first().map_or(0, |l| l.0),
+                        batch.lines.last().map_or(0, |l| l.0)
+                    ));
+                    return Err(refused.failure);
+                }
+            }
+        }
+        if let Some(work) = &checkpoint.overwrite {
+            if let Err(refused) = target.publish(job.branch, work, checkpoint.publish_key(), job.actor).await {
+                bar.abandon_with_message("the overwrite was not published: the target is unchanged");
+                return Err(refused.failure);
+            }
+            commits += 1;
+        }
+    }
+    bar.set_position(len.max(1));
+    bar.finish_with_message(format!("{commits} commits"));
     Checkpoint::remove(&checkpoint_path).map_err(operational)?;
     Ok(())
 }
 
+/// The load request of one batch of a file.
+fn batch_request(job: &LoadJob<'_>, branch: &str, mode: Mode, from: Option<String>, batch: &Batch, run: &str) -> LoadRequest {
+    LoadRequest {
+        branch: branch.to_owned(),
+        from,
+        mode,
+        strict: true,
+        actor: job.actor.to_owned(),
+        batch: Arc::new(batch.bytes.clone()),
+        batch_key: Some(batch.key(run)),
+    }
+}
+
 async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), Failure> {
     let demo = RootArgs { root: format!("{}/demo", root.root.trim_end_matches('/')), ..root.clone() };
-    let graph = match Graph::init(demo.create_root()?, DEMO_SCHEMA, validator, engine_config(demo.lease_ttl_ms)).await {
+    let graph = match Graph::init(demo.create_root()?, DEMO_SCHEMA, validator, demo.engine_config()?).await {
         Ok(g) => g,
         Err(EngineError::GraphExists(_)) => return Ok(()),
         Err(e) => return Err(e.into()),

@@ -1,53 +1,384 @@
-//! Loading files larger than one batch (SPEC §5, §7): split at line
-//! boundaries into bounded batches, one graph commit each, and remember how
-//! far a run got so `--resume` neither loses nor repeats a batch.
+//! Loading files larger than one batch (SPEC §5, §7). The file is streamed,
+//! never read whole: memory is one batch. A file that fits one batch is sent
+//! as it is. A larger one is split at line boundaries in two passes: node
+//! records (and every line that is no edge record, so the validator still
+//! reports it) first, then edge records, each pass keeping the file's order
+//! (merge's last-wins is unchanged; an edge never reaches the host before a
+//! node of a later line it points to). Each batch is named by its pass and
+//! byte range, so `--resume` neither loses nor repeats one, however batches
+//! were split further to fit the validator's bounds.
 
-use std::ops::Range;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
-/// Byte ranges of consecutive batches: each holds whole lines, at most
-/// `max_lines` of them and at most `max_bytes` bytes. A line longer than
-/// `max_bytes` cannot be loaded and is an error naming its line number.
-pub fn split_batches(data: &[u8], max_lines: usize, max_bytes: usize) -> Result<Vec<Range<usize>>, String> {
-    let mut batches = Vec::new();
-    let (mut start, mut lines, mut pos, mut line_no) = (0usize, 0usize, 0usize, 0usize);
-    while pos < data.len() {
-        let end = memchr::memchr(b'\n', &data[pos..]).map_or(data.len(), |i| pos + i + 1);
-        line_no += 1;
-        if end - pos > max_bytes {
-            return Err(format!("line {line_no} is {} bytes, more than one batch may hold ({max_bytes})", end - pos));
+/// Which lines a batch takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pass {
+    /// The whole file in its order (it fits one batch).
+    All,
+    /// Node records and every line that is not an edge record.
+    Nodes,
+    /// Edge records.
+    Edges,
+}
+
+impl Pass {
+    fn letter(self) -> &'static str {
+        match self {
+            Pass::All => "a",
+            Pass::Nodes => "n",
+            Pass::Edges => "e",
         }
-        if lines == max_lines || end - start > max_bytes {
-            batches.push(start..pos);
-            (start, lines) = (pos, 0);
+    }
+
+    fn takes(self, line: &[u8]) -> bool {
+        match self {
+            Pass::All => true,
+            Pass::Nodes => !is_edge_record(line),
+            Pass::Edges => is_edge_record(line),
         }
-        lines += 1;
-        pos = end;
     }
-    if start < data.len() {
-        batches.push(start..data.len());
+}
+
+/// Where a split run stands: a pass and a byte offset into the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub pass: Pass,
+    pub offset: u64,
+}
+
+/// The top-level names of a record line: which kind, which type.
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(borrow, rename = "type")]
+    node: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    edge: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Whether a line is an edge record (a JSON object with an `edge` string).
+/// Anything else, invalid lines included, goes with the nodes.
+pub fn is_edge_record(line: &[u8]) -> bool {
+    matches!(
+        serde_json::from_slice::<Probe<'_>>(line),
+        Ok(Probe { edge: Some(_), .. })
+    )
+}
+
+/// The type a record line names (`type` or `edge`), if it parses.
+pub fn record_type(line: &[u8]) -> Option<String> {
+    let probe: Probe<'_> = serde_json::from_slice(line).ok()?;
+    probe.edge.or(probe.node).map(|name| name.into_owned())
+}
+
+/// One batch: the lines of its pass in `[start, end)` of the file.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub pass: Pass,
+    pub start: u64,
+    pub end: u64,
+    /// The batch's bytes: its lines, in file order.
+    pub bytes: Vec<u8>,
+    /// Per batch line: the file line number (1-based) and the file offset.
+    pub lines: Vec<(u64, u64)>,
+    /// Per batch line: where it ends in `bytes`.
+    line_ends: Vec<usize>,
+}
+
+impl Batch {
+    /// The key its commit carries: `<run>:<pass>:<start>-<end>`.
+    pub fn key(&self, run: &str) -> String {
+        format!("{run}:{}:{}-{}", self.pass.letter(), self.start, self.end)
     }
-    Ok(batches)
+
+    /// Splits a batch of two lines or more into two halves covering the
+    /// same range (a batch the validator refused for a bound).
+    pub fn halves(self) -> Option<(Batch, Batch)> {
+        if self.lines.len() < 2 {
+            return None;
+        }
+        let mid = self.lines.len() / 2;
+        let cut = self.line_ends[mid - 1];
+        let middle = self.lines[mid].1;
+        let first = Batch {
+            pass: self.pass,
+            start: self.start,
+            end: middle,
+            bytes: self.bytes[..cut].to_vec(),
+            lines: self.lines[..mid].to_vec(),
+            line_ends: self.line_ends[..mid].to_vec(),
+        };
+        let second = Batch {
+            pass: self.pass,
+            start: middle,
+            end: self.end,
+            bytes: self.bytes[cut..].to_vec(),
+            lines: self.lines[mid..].to_vec(),
+            line_ends: self.line_ends[mid..].iter().map(|e| e - cut).collect(),
+        };
+        Some((first, second))
+    }
+
+    /// The file line of the batch's line `n` (1-based), as reports name it.
+    pub fn file_line(&self, n: u64) -> Option<u64> {
+        let index = usize::try_from(n.checked_sub(1)?).ok()?;
+        self.lines.get(index).map(|(line, _)| *line)
+    }
+}
+
+/// Reads one file in batches of at most `max_lines` lines and `max_bytes` bytes.
+pub struct Splitter {
+    reader: BufReader<File>,
+    len: u64,
+    position: Position,
+    /// Lines before `position.offset` (file line numbers continue from here).
+    line_no: u64,
+    max_lines: usize,
+    max_bytes: usize,
+    /// A line read past the end of the previous batch, with its offset.
+    pending: Option<(Vec<u8>, u64)>,
+}
+
+impl Splitter {
+    pub fn open(path: &Path, max_lines: usize, max_bytes: usize) -> Result<Splitter, String> {
+        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        let reader = BufReader::with_capacity(1 << 20, file);
+        let start = Position {
+            pass: Pass::All,
+            offset: 0,
+        };
+        Ok(Splitter {
+            reader,
+            len,
+            position: start,
+            line_no: 0,
+            max_lines,
+            max_bytes,
+            pending: None,
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// Moves to `position`, counting the lines before it.
+    pub fn seek(&mut self, position: Position) -> Result<(), String> {
+        self.reader.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+        let mut prefix = (&mut self.reader).take(position.offset);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut lines = 0u64;
+        loop {
+            let n = prefix.read(&mut buf).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        }
+        self.position = position;
+        self.line_no = lines;
+        self.pending = None;
+        Ok(())
+    }
+
+    /// Whether the whole file fits one batch (then it goes as it is).
+    pub fn fits_one_batch(&mut self) -> Result<bool, String> {
+        if self.len > self.max_bytes as u64 {
+            return Ok(false);
+        }
+        self.seek(Position {
+            pass: Pass::All,
+            offset: 0,
+        })?;
+        let mut lines = 0usize;
+        let mut line = Vec::new();
+        while self.read_line(&mut line)? {
+            lines += 1;
+        }
+        self.seek(Position {
+            pass: Pass::All,
+            offset: 0,
+        })?;
+        Ok(lines <= self.max_lines)
+    }
+
+    /// Reads the next line (LF included) into `line`; `false` at the end of the file.
+    fn read_line(&mut self, line: &mut Vec<u8>) -> Result<bool, String> {
+        line.clear();
+        loop {
+            let available = self.reader.fill_buf().map_err(|e| e.to_string())?;
+            if available.is_empty() {
+                return Ok(!line.is_empty());
+            }
+            let (take, done) = match memchr::memchr(b'\n', available) {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if line.len() + take > self.max_bytes {
+                return Err(format!(
+                    "line {} (at byte {}) is longer than one batch may hold ({} bytes)",
+                    self.line_no + 1,
+                    self.position.offset,
+                    self.max_bytes
+                ));
+            }
+            line.extend_from_slice(&available[..take]);
+            self.reader.consume(take);
+            if done {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The next batch from the current position, or `None` when the file is
+    /// done. A pass that ends moves to the next one (nodes → edges).
+    pub fn next_batch(&mut self) -> Result<Option<Batch>, String> {
+        loop {
+            if self.position.offset >= self.len && self.pending.is_none() {
+                match self.position.pass {
+                    Pass::Nodes => self.seek(Position {
+                        pass: Pass::Edges,
+                        offset: 0,
+                    })?,
+                    Pass::All | Pass::Edges => return Ok(None),
+                }
+                continue;
+            }
+            let batch = self.fill()?;
+            if !batch.lines.is_empty() {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// Reads lines of the current pass until a bound would be crossed.
+    fn fill(&mut self) -> Result<Batch, String> {
+        let pass = self.position.pass;
+        let mut batch = Batch {
+            pass,
+            start: self.position.offset,
+            end: 0,
+            bytes: Vec::new(),
+            lines: Vec::new(),
+            line_ends: Vec::new(),
+        };
+        let mut line = Vec::new();
+        loop {
+            let offset = self.position.offset;
+            match self.pending.take() {
+                Some((pending, _)) => line = pending,
+                None => {
+                    if !self.read_line(&mut line)? {
+                        break;
+                    }
+                }
+            }
+            if !pass.takes(&line) {
+                self.advance(line.len());
+                continue;
+            }
+            if batch.lines.len() == self.max_lines || batch.bytes.len() + line.len() > self.max_bytes {
+                self.pending = Some((std::mem::take(&mut line), offset));
+                break;
+            }
+            batch.bytes.extend_from_slice(&line);
+            batch.line_ends.push(batch.bytes.len());
+            batch.lines.push((self.line_no + 1, offset));
+            self.advance(line.len());
+        }
+        batch.end = self.position.offset;
+        Ok(batch)
+    }
+
+    fn advance(&mut self, bytes: usize) {
+        self.position.offset += bytes as u64;
+        self.line_no += 1;
+    }
+}
+
+/// The distinct types a file's records name (the types a multi-batch
+/// overwrite replaces), in one streamed pass.
+pub fn types_named(path: &Path, max_bytes: usize) -> Result<Vec<String>, String> {
+    let mut splitter = Splitter::open(path, usize::MAX, max_bytes)?;
+    let mut names = std::collections::BTreeSet::new();
+    let mut line = Vec::new();
+    while splitter.read_line(&mut line)? {
+        if let Some(name) = record_type(&line) {
+            names.insert(name);
+        }
+        splitter.advance(line.len());
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// The SHA-256 of a file, streamed.
+pub fn file_sha256(path: &Path) -> Result<String, String> {
+    let mut file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The work branch of a multi-batch overwrite (see `Graph::create_work_branch`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkBranch {
+    pub branch: String,
+    /// The target's head the work branch was forked from.
+    pub base_seq: u64,
+    pub types: Vec<String>,
 }
 
 /// Progress of one file's load: `<file>.omnigraph-checkpoint`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// Names the run; each batch's key is `<run>:<n>` and is stored in its commit.
+    /// Names the run; each batch's key is `<run>:<pass>:<start>-<end>` and
+    /// is stored in its commit.
     pub run: String,
     pub file_sha256: String,
-    /// The bounds the file was split with (`split_batches`).
+    /// The bounds the file is split with.
     pub batch_lines: usize,
     pub batch_bytes: usize,
-    /// The first batch not known to be committed.
-    pub next_batch: usize,
+    /// Everything before this position is committed.
+    pub next: Position,
+    /// Set once a multi-batch overwrite forked its work branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overwrite: Option<WorkBranch>,
 }
 
 impl Checkpoint {
     pub fn new(file_sha256: String, batch_lines: usize, batch_bytes: usize) -> Checkpoint {
-        Checkpoint { run: ulid::Ulid::new().to_string(), file_sha256, batch_lines, batch_bytes, next_batch: 0 }
+        Checkpoint {
+            run: ulid::Ulid::new().to_string(),
+            file_sha256,
+            batch_lines,
+            batch_bytes,
+            next: Position {
+                pass: Pass::All,
+                offset: 0,
+            },
+            overwrite: None,
+        }
     }
 
     pub fn path_for(file: &Path) -> PathBuf {
@@ -56,24 +387,51 @@ impl Checkpoint {
         file.with_file_name(name)
     }
 
-    pub fn key(&self, batch: usize) -> String {
-        format!("{}:{batch}", self.run)
+    /// The key of a multi-batch overwrite's publish commit.
+    pub fn publish_key(&self) -> String {
+        format!("{}:publish", self.run)
+    }
+
+    /// The work branch name of this run's multi-batch overwrite.
+    pub fn work_branch_name(&self) -> String {
+        format!("ow-{}", self.run.to_ascii_lowercase())
     }
 
     /// Moves past batches whose commits exist (committed after the last
-    /// checkpoint write, before a crash).
-    pub fn catch_up(&mut self, committed_keys: &[String]) {
+    /// checkpoint write, before a crash): each key that starts where the
+    /// run stands moves it to that key's end.
+    pub fn catch_up(&mut self, committed_keys: &[String], file_len: u64) {
         let prefix = format!("{}:", self.run);
-        for key in committed_keys {
-            if let Some(n) = key.strip_prefix(&prefix).and_then(|n| n.parse::<usize>().ok()) {
-                self.next_batch = self.next_batch.max(n + 1);
+        let ranges: Vec<(&str, u64, u64)> = committed_keys
+            .iter()
+            .filter_map(|key| {
+                let (pass, range) = key.strip_prefix(&prefix)?.split_once(':')?;
+                let (start, end) = range.split_once('-')?;
+                Some((pass, start.parse().ok()?, end.parse().ok()?))
+            })
+            .collect();
+        loop {
+            if self.next.pass == Pass::Nodes && self.next.offset >= file_len {
+                self.next = Position {
+                    pass: Pass::Edges,
+                    offset: 0,
+                };
+            }
+            let found = ranges
+                .iter()
+                .find(|(pass, start, _)| *pass == self.next.pass.letter() && *start == self.next.offset);
+            match found {
+                Some((_, _, end)) if *end > self.next.offset => self.next.offset = *end,
+                _ => return,
             }
         }
     }
 
     pub fn read(path: &Path) -> Result<Option<Checkpoint>, String> {
         match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
@@ -84,7 +442,8 @@ impl Checkpoint {
         let tmp = path.with_extension("omnigraph-checkpoint.tmp");
         let fail = |e: std::io::Error| format!("{}: {e}", path.display());
         let mut file = std::fs::File::create(&tmp).map_err(fail)?;
-        std::io::Write::write_all(&mut file, &serde_json::to_vec(self).expect("checkpoint serializes")).map_err(fail)?;
+        std::io::Write::write_all(&mut file, &serde_json::to_vec(self).expect("checkpoint serializes"))
+            .map_err(fail)?;
         file.sync_all().map_err(fail)?;
         std::fs::rename(&tmp, path).map_err(fail)
     }
@@ -102,23 +461,117 @@ impl Checkpoint {
 mod tests {
     use super::*;
 
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f
+    }
+
+    fn all_batches(splitter: &mut Splitter) -> Vec<Batch> {
+        splitter
+            .seek(Position {
+                pass: Pass::Nodes,
+                offset: 0,
+            })
+            .unwrap();
+        std::iter::from_fn(|| splitter.next_batch().unwrap()).collect()
+    }
+
+    const NODE: &str = r#"{"type":"P","id":"a"}"#;
+    const EDGE: &str = r#"{"edge":"K","from":"a","to":"b"}"#;
+
     #[test]
-    fn batches_hold_whole_lines_within_both_bounds() {
-        let data = b"aaaa\nbb\ncccccc\nd\n\ne";
-        let batches = split_batches(data, 2, 9).unwrap();
-        let texts: Vec<&[u8]> = batches.iter().map(|r| &data[r.clone()]).collect();
-        assert_eq!(texts, [&b"aaaa\nbb\n"[..], b"cccccc\nd\n", b"\ne"]);
-        assert_eq!(batches.iter().map(|r| r.len()).sum::<usize>(), data.len(), "nothing lost or repeated");
-        assert!(split_batches(b"ok\nfar too long\n", 10, 5).unwrap_err().contains("line 2"));
-        assert!(split_batches(b"", 10, 5).unwrap().is_empty());
+    fn nodes_come_before_edges_in_file_order_within_both_bounds() {
+        let text = format!("{EDGE}\n{NODE}\nnot json\n\n{EDGE}\n{NODE}");
+        let f = file(&text);
+        let mut s = Splitter::open(f.path(), 2, 1000).unwrap();
+        let batches = all_batches(&mut s);
+        let texts: Vec<String> = batches
+            .iter()
+            .map(|b| String::from_utf8(b.bytes.clone()).unwrap())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                format!("{NODE}\nnot json\n"),
+                format!("\n{NODE}"),
+                format!("{EDGE}\n{EDGE}\n")
+            ]
+        );
+        let lines: Vec<Vec<u64>> = batches.iter().map(|b| b.lines.iter().map(|l| l.0).collect()).collect();
+        assert_eq!(lines, [vec![2, 3], vec![4, 6], vec![1, 5]], "file line numbers");
+        // Each pass's ranges tile the file: nothing lost, nothing repeated.
+        assert_eq!((batches[0].start, batches[1].end), (0, text.len() as u64));
+        assert_eq!(batches[0].end, batches[1].start);
+        assert_eq!((batches[2].start, batches[2].end), (0, text.len() as u64));
+        let total: usize = batches.iter().map(|b| b.bytes.len()).sum();
+        assert_eq!(total, text.len(), "every byte once");
     }
 
     #[test]
-    fn catch_up_skips_batches_the_log_shows_committed() {
+    fn halves_cover_the_same_range_and_a_long_line_is_an_error() {
+        let f = file(&format!("{NODE}\n{NODE}\n{NODE}\n"));
+        let mut s = Splitter::open(f.path(), 10, 1000).unwrap();
+        let batch = all_batches(&mut s).remove(0);
+        let (a, b) = batch.clone().halves().unwrap();
+        assert_eq!(
+            (a.start, a.end, b.start, b.end),
+            (batch.start, b.start, a.end, batch.end)
+        );
+        assert_eq!([a.bytes.clone(), b.bytes.clone()].concat(), batch.bytes);
+        assert_eq!((a.lines.len(), b.lines.len()), (1, 2));
+        assert_eq!(b.file_line(1), Some(2));
+        assert!(a.halves().is_none());
+        let mut s = Splitter::open(f.path(), 10, 10).unwrap();
+        s.seek(Position {
+            pass: Pass::Nodes,
+            offset: 0,
+        })
+        .unwrap();
+        assert!(s.next_batch().unwrap_err().contains("line 1"));
+    }
+
+    #[test]
+    fn seek_resumes_with_file_line_numbers() {
+        let f = file(&format!("{NODE}\n{NODE}\n{EDGE}\n{NODE}\n"));
+        let mut s = Splitter::open(f.path(), 1, 1000).unwrap();
+        let first = all_batches(&mut s);
+        s.seek(Position {
+            pass: Pass::Nodes,
+            offset: first[1].start,
+        })
+        .unwrap();
+        let again = s.next_batch().unwrap().unwrap();
+        assert_eq!(
+            (again.start, again.end, again.lines.clone()),
+            (first[1].start, first[1].end, first[1].lines.clone())
+        );
+        assert_eq!(types_named(f.path(), 1000).unwrap(), ["K", "P"]);
+    }
+
+    #[test]
+    fn catch_up_follows_committed_ranges_across_passes() {
         let mut c = Checkpoint::new("x".into(), 10, 100);
-        c.next_batch = 2;
+        c.next = Position {
+            pass: Pass::Nodes,
+            offset: 0,
+        };
         let other = Checkpoint::new("x".into(), 10, 100);
-        c.catch_up(&[c.key(0), c.key(3), other.key(7), "junk".into()]);
-        assert_eq!(c.next_batch, 4);
+        let keys = vec![
+            format!("{}:n:0-40", c.run),
+            format!("{}:n:40-100", c.run),
+            format!("{}:e:0-30", c.run),
+            format!("{}:e:70-100", c.run),
+            format!("{}:n:0-100", other.run),
+            "junk".into(),
+        ];
+        c.catch_up(&keys, 100);
+        assert_eq!(
+            c.next,
+            Position {
+                pass: Pass::Edges,
+                offset: 30
+            }
+        );
     }
 }
