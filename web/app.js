@@ -5,7 +5,7 @@
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS_SHOWN = 1000;
 
-const state = { graph: null, schemaSource: null, bounds: null, file: null, report: null, sort: 'line', ascending: true };
+const state = { graph: null, schemaSource: null, bounds: null, legacyIdentity: false, file: null, report: null, sort: 'line', ascending: true };
 const worker = new Worker('/web/worker.js', { type: 'module' });
 
 function status(text, isError = false) {
@@ -48,7 +48,7 @@ async function openGraph(id) {
     const select = $('branch');
     select.replaceChildren(...branches.branches.map((b) => new Option(`${b.name} (commit ${b.head.seq})`, b.name)));
     select.disabled = false;
-    Object.assign(state, { graph: id, schemaSource: schema.source, bounds: rules.bounds });
+    Object.assign(state, { graph: id, schemaSource: schema.source, bounds: rules.bounds, legacyIdentity: rules.legacy_identity === true });
     $('file').disabled = false;
     if (state.file) validateFile(state.file);
   } catch (e) {
@@ -72,7 +72,8 @@ function validateFile(file) {
   $('progress').max = Math.max(file.size, 1);
   $('progress').value = 0;
   status(`Reading ${file.name}…`);
-  worker.postMessage({ file, schemaSource: state.schemaSource, mode: $('mode').value });
+  const options = { mode: $('mode').value, limits: state.bounds, legacy_identity: state.legacyIdentity };
+  worker.postMessage({ file, schemaSource: state.schemaSource, options });
 }
 
 worker.onmessage = ({ data }) => {

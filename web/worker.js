@@ -9,7 +9,9 @@ let compiledSource = null;
 self.onmessage = async ({ data }) => {
   try {
     await ready;
-    const { file, schemaSource, mode } = data;
+    // options: the mode plus the host's bounds and identity rule from /rules,
+    // so the page judges with exactly the host's numbers.
+    const { file, schemaSource, options } = data;
     if (compiledSource !== schemaSource) {
       compiled = compileSchema(schemaSource);
       compiledSource = schemaSource;
@@ -25,7 +27,7 @@ self.onmessage = async ({ data }) => {
       self.postMessage({ kind: 'progress', done, total: file.size });
     }
     self.postMessage({ kind: 'validating' });
-    const report = compiled.validate(bytes, JSON.stringify({ mode }));
+    const report = compiled.validate(bytes, JSON.stringify(options));
     self.postMessage({ kind: 'report', report });
   } catch (e) {
     self.postMessage({ kind: 'error', message: String(e?.message ?? e) });

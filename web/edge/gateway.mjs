@@ -113,6 +113,7 @@ export function createGateway({ hostUrl }) {
       expires: Date.now() + SCHEMA_TTL_MS,
       compiled: validator.compileSchema(schema.body.source),
       bounds: rules.body.bounds,
+      legacyIdentity: rules.body.legacy_identity === true,
     };
     cache.set(id, entry);
     return { ok: true, entry };
@@ -138,7 +139,9 @@ export function createGateway({ hostUrl }) {
     const mode = new URL(req.url, 'http://gateway').searchParams.get('mode') ?? 'merge';
     let report;
     try {
-      report = JSON.parse(rules.entry.compiled.validate(body, JSON.stringify({ mode })));
+      // The host's own bounds and identity rule: the same verdict as the host.
+      const options = { mode, limits: rules.entry.bounds, legacy_identity: rules.entry.legacyIdentity };
+      report = JSON.parse(rules.entry.compiled.validate(body, JSON.stringify(options)));
     } catch {
       // An options error (e.g. an unknown mode): the host words it.
       return proxy(hostUrl, req, res, body);
@@ -146,7 +149,7 @@ export function createGateway({ hostUrl }) {
     if (!report.ok) {
       const bound = report.errors.find((e) => e.limit);
       if (bound) {
-        return json(res, 413, { error: bound.message, code: 'bound_exceeded', details: { ...bound.limit, report } });
+        return json(res, 413, { error: bound.message, code: bound.code, details: { ...bound.limit, report } });
       }
       return json(res, 422, { error: 'the batch failed validation', code: 'validation_failed', details: { report } });
     }
