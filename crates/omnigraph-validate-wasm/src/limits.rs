@@ -46,6 +46,10 @@ pub const MAX_ECHO_CHARS: usize = 120;
 pub const MAX_VECTOR_DIMENSION: u32 = 65_536;
 /// Bound on a schema's source text. Error: schema error.
 pub const MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+/// Bound on list brackets nested in one property type (`[[…]]`; only one
+/// level is a valid type, deeper ones get their own error below this bound).
+/// Error: schema error.
+pub const MAX_TYPE_NESTING: usize = 8;
 /// Bound on the compiled size of one `@check` regex. Error: schema error.
 pub const MAX_REGEX_COMPILED_BYTES: usize = 1024 * 1024;
 /// Dates and date-times are accepted from year 0000 to 9999 (after conversion to UTC),

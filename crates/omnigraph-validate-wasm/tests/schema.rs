@@ -207,3 +207,11 @@ fn oversized_schema_is_refused() {
     let huge = format!("node P {{ a: String }}\n{}", " ".repeat(omnigraph_validate_wasm::limits::MAX_SCHEMA_BYTES));
     assert!(Schema::compile(&huge).unwrap_err().errors[0].message.contains("limit"));
 }
+
+#[test]
+fn deeply_nested_list_types_are_a_schema_error_not_a_stack_overflow() {
+    // 100,000 levels fit in the schema size bound; the parser must not recurse per level.
+    let source = format!("node T {{ a: {}I32{} }}", "[".repeat(100_000), "]".repeat(100_000));
+    let errors = Schema::compile(&source).unwrap_err().to_string();
+    assert!(errors.contains("list types nest at most 8 deep"), "{errors}");
+}

@@ -2,6 +2,7 @@
 
 use super::SchemaError;
 use super::lexer::{Lexer, Span, Tok};
+use crate::limits::MAX_TYPE_NESTING;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeclKind {
@@ -252,10 +253,19 @@ impl Parser<'_> {
     }
 
     fn type_expr(&mut self) -> Result<TypeExpr, SchemaError> {
+        self.type_expr_within(0)
+    }
+
+    /// A type inside `lists` list brackets. The depth is bounded: the parser
+    /// recurses per `[`, and a schema of `[[[…` must not exhaust the stack.
+    fn type_expr_within(&mut self, lists: usize) -> Result<TypeExpr, SchemaError> {
         let (tok, at) = self.next()?;
         match tok {
             Tok::LBracket => {
-                let inner = self.type_expr()?;
+                if lists == MAX_TYPE_NESTING {
+                    return Err(SchemaError::at(at, format!("list types nest at most {MAX_TYPE_NESTING} deep")));
+                }
+                let inner = self.type_expr_within(lists + 1)?;
                 let item_nullable = if *self.peek()? == Tok::Question {
                     self.next()?;
                     true
