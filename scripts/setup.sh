@@ -42,6 +42,9 @@ if ! "$PYVENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.ve
   "$PYVENV/bin/pip" install -q "moto[server]==$MOTO_VERSION"
 fi
 
+# python/ (omnigraph_validate) with wasmtime and pytest, into the same venv.
+scripts/test-python.sh --install
+
 if [ ! -x /usr/bin/chromium ]; then
   echo "setup: installing Debian's chromium"
   apt_install chromium

@@ -29,7 +29,7 @@ fi
 echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points)"
 cargo test --locked --workspace --features omnigraph-host/failpoints
 
-echo "== the engine, crash, process, CLI, HTTP and multi-host suites again on S3 (moto on 127.0.0.1)"
+echo "== the engine, crash, process, CLI, HTTP, multi-host, promise and split-load suites again on S3 (moto on 127.0.0.1)"
 PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
 moto_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 moto_log="$(mktemp)"
@@ -44,7 +44,8 @@ for _ in $(seq 100); do
 done
 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
   cargo test --locked -p omnigraph-host --features failpoints \
-  --test engine --test crash --test kill --test processes --test cli --test http --test multihost
+  --test engine --test crash --test kill --test processes --test cli --test http --test multihost \
+  --test promises --test split_load
 
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"
@@ -59,3 +60,6 @@ printf '%s\n' '{"type":"Person","data":{"name":"Ada","age":37}}' '{"type":"Perso
 
 echo "== node and chromium parity (node --test)"
 (cd web && node --test test/*.test.mjs)
+
+echo "== python parity: the package (python/) in wasmtime-py, the whole corpus byte for byte"
+scripts/test-python.sh
