@@ -70,3 +70,10 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// `Retry-After` (seconds) of a 429 or 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// glibc malloc arenas of a host process (`mallopt(M_ARENA_MAX)`). glibc's
+/// default (8 per core) lets every Lance/DataFusion worker thread keep its
+/// own arena of freed batch buffers: a CLI load's peak RSS then grew with the
+/// file (431 MiB for 32 MiB, 1.2 GiB for 256 MiB, 1.9 GiB for 512 MiB);
+/// with two arenas it stays flat (docs/performance.md, bench-load-rss.py).
+pub const MALLOC_ARENAS: i32 = 2;

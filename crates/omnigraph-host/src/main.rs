@@ -847,6 +847,10 @@ async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), F
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists: few arenas, so freed batch buffers are reused
+    // instead of piling up per thread (memory stays one batch, not the file).
+    // SAFETY: mallopt only sets an allocator parameter; no allocation is in flight on another thread.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, omnigraph_host::limits::MALLOC_ARENAS) };
     let cli = Cli::parse();
     // Test builds read crash/delay injections from FAILPOINTS (tests/kill.rs).
     #[cfg(feature = "failpoints")]
