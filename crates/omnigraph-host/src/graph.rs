@@ -122,7 +122,8 @@ pub struct DryRun {
 }
 
 /// What recovery did with a leftover recovery record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Recovered {
     Nothing,
     RolledForward { branch: String, seq: u64 },
@@ -240,6 +241,20 @@ impl Graph {
     /// Opens the graph at `root` and, unless another writer holds the
     /// lease, finishes whatever a crashed writer left (SPEC §4.2).
     pub async fn open(root: GraphRoot, validator: Arc<Validator>, config: EngineConfig) -> Result<Graph, EngineError> {
+        let graph = Graph::open_unrecovered(root, validator, config).await?;
+        match graph.recover_with_wait(Duration::ZERO).await {
+            Ok(_) | Err(EngineError::LeaseBusy { .. }) => Ok(graph),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens the graph without finishing a crashed writer's load, for a
+    /// caller that recovers itself and wants to know what recovery did.
+    pub async fn open_unrecovered(
+        root: GraphRoot,
+        validator: Arc<Validator>,
+        config: EngineConfig,
+    ) -> Result<Graph, EngineError> {
         let Some(info) = root.get_json::<GraphInfo>(GRAPH_INFO_PATH).await? else {
             return Err(EngineError::NoGraph(root.uri().to_owned()));
         };
@@ -251,10 +266,7 @@ impl Graph {
         if graph.head(MAIN_BRANCH).await?.is_none() {
             return Err(EngineError::NoGraph(format!("{} (init did not finish)", graph.root.uri())));
         }
-        match graph.recover_with_wait(Duration::ZERO).await {
-            Ok(_) | Err(EngineError::LeaseBusy { .. }) => Ok(graph),
-            Err(e) => Err(e),
-        }
+        Ok(graph)
     }
 
     fn with(

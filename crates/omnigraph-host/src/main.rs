@@ -452,9 +452,9 @@ async fn run(command: Command) -> Result<(), Failure> {
             }
         }
         Command::Recover { root } => {
-            let graph = root.open().await?;
-            let outcome = graph.recover_with_wait(EngineConfig::default().lease_wait).await?;
-            eprintln!("recovery: {outcome:?}");
+            // Not `open`: it would recover first, and this command reports what recovery did.
+            let graph = Graph::open_unrecovered(root.open_root()?, validator()?, root.engine_config()?).await?;
+            print_json(&graph.recover_with_wait(EngineConfig::default().lease_wait).await?);
         }
     }
     Ok(())
