@@ -1,12 +1,18 @@
 // The upload page: pick a graph and branch, validate a file in a Web Worker
 // with the host's own validator (checked by SHA-256), show the report, and
-// upload the exact bytes only when they are valid.
+// upload the exact bytes only when they are valid. Behind `serve --auth` the
+// page sends the bearer token from its token field (kept in sessionStorage
+// only) on every API call.
 
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS_SHOWN = 1000;
 
 const state = { graph: null, schemaSource: null, bounds: null, legacyIdentity: false, file: null, report: null, sort: 'line', ascending: true };
 const worker = new Worker('/web/worker.js', { type: 'module' });
+/** sessionStorage key of the bearer token: this tab only, gone when it closes. */
+const TOKEN_KEY = 'omnigraph.token';
+/** Bumped by each openGraph, so an older, slower open cannot overwrite a newer one's verdict. */
+let openSeq = 0;
 
 function status(text, isError = false) {
   $('status').textContent = text;
@@ -17,26 +23,58 @@ async function hex(buffer) {
   return [...new Uint8Array(await crypto.subtle.digest('SHA-256', buffer))].map((b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-async function getJson(path) {
-  const res = await fetch(path);
+function token() {
+  return $('token').value.trim();
+}
+
+/** fetch() for the host's API: adds `Authorization: Bearer` when the token field is not empty. */
+function api(path, init = {}) {
+  const headers = new Headers(init.headers);
+  if (token()) headers.set('authorization', `Bearer ${token()}`);
+  return fetch(path, { ...init, headers });
+}
+
+const VERBS = { read: 'read', change: 'change', branch_create: 'create branches in', admin: 'administer' };
+
+/** A clear sentence for the host's 401 and 403 (null for other answers). Never shows the token. */
+function authMessage(status, body, graph) {
+  if (status === 401) {
+    return token()
+      ? 'The host did not accept the token (401): check the token, then open the graph again.'
+      : 'The host requires a bearer token (401): enter it in the Token field, then open the graph again.';
+  }
+  if (status === 403) {
+    const permission = /lacks the (\w+) permission/.exec(body?.error ?? '')?.[1];
+    const what = permission ? `${VERBS[permission] ?? permission}` : 'use';
+    return `This token may not ${what} graph ${graph} (403${permission ? `: it lacks the ${permission} permission` : ''}).`;
+  }
+  return null;
+}
+
+async function getJson(path, graph) {
+  const res = await api(path);
   const body = await res.json().catch(() => null);
-  if (!res.ok) throw new Error(body?.error ?? `${path}: HTTP ${res.status}`);
+  if (!res.ok) throw new Error(authMessage(res.status, body, graph) ?? body?.error ?? `${path}: HTTP ${res.status}`);
   return body;
 }
 
 async function openGraph(id) {
+  const seq = ++openSeq;
   state.graph = null;
   $('file').disabled = true;
   $('upload').disabled = true;
+  $('branch').disabled = true;
+  $('rules').classList.remove('error');
   $('rules').textContent = `Opening ${id}…`;
   try {
     const [schema, rules, branches, wasm] = await Promise.all([
-      getJson(`/graphs/${id}/schema`),
-      getJson(`/graphs/${id}/rules`),
-      getJson(`/graphs/${id}/branches`),
+      getJson(`/graphs/${id}/schema`, id),
+      getJson(`/graphs/${id}/rules`, id),
+      getJson(`/graphs/${id}/branches`, id),
       fetch('/web/pkg/web/validate_bg.wasm').then((r) => r.arrayBuffer()),
     ]);
     const ours = await hex(wasm);
+    if (seq !== openSeq) return;
     if (ours !== rules.validator_sha256) {
       $('rules').textContent = `This page's validator (sha256 ${ours.slice(0, 12)}…) differs from the host's (${String(rules.validator_sha256).slice(0, 12)}…): reload the page; validation is disabled.`;
       $('rules').classList.add('error');
@@ -52,6 +90,9 @@ async function openGraph(id) {
     $('file').disabled = false;
     if (state.file) validateFile(state.file);
   } catch (e) {
+    if (seq !== openSeq) return;
+    $('branch').replaceChildren();
+    $('schema').textContent = '';
     $('rules').textContent = `Could not open graph ${id}: ${e.message}`;
     $('rules').classList.add('error');
   }
@@ -66,7 +107,7 @@ function validateFile(file) {
   $('errors-box').hidden = true;
   if (!state.graph) return status('Open a graph first.', true);
   if (file.size > state.bounds.max_batch_bytes) {
-    status(`${file.name} is ${(file.size / 1048576).toFixed(1)} MiB, more than one upload may hold (${(state.bounds.max_batch_bytes / 1048576).toFixed(0)} MiB). Load it with the CLI, which splits it into batches: omnigraph-host load --server ${location.origin} --graph ${state.graph} ${file.name}`, true);
+    status(`${file.name} is ${(file.size / 1048576).toFixed(1)} MiB, more than one upload may hold (${(state.bounds.max_batch_bytes / 1048576).toFixed(0)} MiB). Load it with the CLI, which splits it into batches: omnigraph-host load --server ${location.origin} --graph ${state.graph}${token() ? ' --token YOUR_TOKEN' : ''} ${file.name}`, true);
     return;
   }
   $('progress').max = Math.max(file.size, 1);
@@ -138,13 +179,19 @@ async function upload() {
   $('commit').textContent = 'Uploading…';
   const params = new URLSearchParams({ branch: $('branch').value, mode: $('mode').value });
   try {
-    const res = await fetch(`/graphs/${state.graph}/load/ndjson?${params}`, {
+    const res = await api(`/graphs/${state.graph}/load/ndjson?${params}`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-ndjson' },
       body: state.file,
     });
     const body = await res.json();
     if (!res.ok) {
+      const refusal = authMessage(res.status, body, state.graph);
+      if (refusal) {
+        $('commit').textContent = `The host refused the upload; nothing was committed. ${refusal}`;
+        $('commit').classList.add('error');
+        return;
+      }
       const conflicts = (body.details?.conflicts ?? []).slice(0, 10).map((c) => `${c.code}: ${c.message}`).join('\n');
       $('commit').textContent = `The host refused the upload (HTTP ${res.status}, ${body.code}): ${body.error}${conflicts ? `\n${conflicts}` : ''}`;
       $('commit').classList.add('error');
@@ -165,6 +212,12 @@ async function upload() {
 $('target').addEventListener('submit', (e) => {
   e.preventDefault();
   openGraph($('graph').value);
+});
+// The token lives in this tab's sessionStorage only: never localStorage, the URL or the log.
+$('token').value = sessionStorage.getItem(TOKEN_KEY) ?? '';
+$('token').addEventListener('input', () => {
+  if (token()) sessionStorage.setItem(TOKEN_KEY, token());
+  else sessionStorage.removeItem(TOKEN_KEY);
 });
 $('file').addEventListener('change', () => $('file').files[0] && validateFile($('file').files[0]));
 $('mode').addEventListener('change', () => state.file && validateFile(state.file));
