@@ -31,6 +31,8 @@ pub enum EngineError {
     /// The schema does not compile (the message lists line:column errors).
     Schema(String),
     InvalidBranchName(String),
+    /// `main` cannot be deleted (it exists from `init` on).
+    MainBranchProtected,
     BranchNotFound(String),
     /// A request names a type the schema does not declare.
     UnknownType(String),
@@ -69,6 +71,7 @@ impl EngineError {
             EngineError::NoGraph(_) => "graph_not_found",
             EngineError::Schema(_) => "schema_error",
             EngineError::InvalidBranchName(_) => "invalid_branch_name",
+            EngineError::MainBranchProtected => "main_branch_protected",
             EngineError::BranchNotFound(_) => "branch_not_found",
             EngineError::UnknownType(_) => "unknown_type",
             EngineError::BranchExists(_) => "branch_exists",
@@ -106,6 +109,7 @@ impl std::fmt::Display for EngineError {
                 "invalid branch name {b:?}: use 1-64 ASCII letters, digits, '_', '-' or '.', starting with a letter or digit"
             ),
             EngineError::BranchNotFound(b) => write!(f, "branch {b:?} does not exist"),
+            EngineError::MainBranchProtected => write!(f, "branch \"main\" cannot be deleted"),
             EngineError::UnknownType(t) => write!(f, "the schema declares no type {t:?}"),
             EngineError::BranchExists(b) => write!(f, "branch {b:?} already exists"),
             EngineError::CommitNotFound(c) => write!(f, "commit {c:?} not found"),

@@ -432,7 +432,7 @@ impl Graph {
     pub async fn delete_branch(&self, name: &str, actor: &str) -> Result<Commit, EngineError> {
         check_branch_name(name)?;
         if name == MAIN_BRANCH {
-            return Err(EngineError::InvalidBranchName(format!("{name} (main cannot be deleted)")));
+            return Err(EngineError::MainBranchProtected);
         }
         self.with_lease(self.config.lease_wait, |_, _| async {
             let head = self.head_or_404(name).await?;

@@ -165,7 +165,9 @@ impl From<EngineError> for ApiError {
         let message = e.to_string();
         let code = e.code();
         let status = match &e {
-            EngineError::InvalidBranchName(_) | EngineError::UnknownType(_) => StatusCode::BAD_REQUEST,
+            EngineError::InvalidBranchName(_) | EngineError::UnknownType(_) | EngineError::MainBranchProtected => {
+                StatusCode::BAD_REQUEST
+            }
             EngineError::NoGraph(_) | EngineError::BranchNotFound(_) | EngineError::CommitNotFound(_) => {
                 StatusCode::NOT_FOUND
             }

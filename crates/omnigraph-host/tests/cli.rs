@@ -256,8 +256,8 @@ fn branch_list_create_and_delete() {
     refused(&["create", "main", "--from", "side"], "branch_exists");
     refused(&["create", "other", "--from", "missing"], "branch_not_found");
     refused(&["create", "../escape"], "invalid_branch_name");
-    let main_refusal = refused(&["delete", "main"], "invalid_branch_name");
-    assert!(main_refusal.contains("main cannot be deleted"), "{main_refusal}");
+    let main_refusal = refused(&["delete", "main"], "main_branch_protected");
+    assert!(main_refusal.contains("\"main\" cannot be deleted"), "{main_refusal}");
     refused(&["delete", "missing"], "branch_not_found");
     assert_eq!(listed_branches(&dir), ["deeper", "main", "side"]);
 
