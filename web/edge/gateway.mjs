@@ -20,6 +20,10 @@ const ARTIFACT_SHA256 = createHash('sha256')
 
 /** How long a graph's schema and rules are trusted before they are fetched again. */
 const SCHEMA_TTL_MS = 30_000;
+/** How long the host's "this token may load into this graph" is trusted (option `accessTtlMs`). */
+const DEFAULT_ACCESS_TTL_MS = 5_000;
+/** Grants remembered at once; past it the memory is dropped and the host asked again. */
+const MAX_REMEMBERED_GRANTS = 10_000;
 const LOAD_ROUTE = /^\/graphs\/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\/load\/ndjson$/;
 /** Hop-by-hop headers are never forwarded (RFC 9110 §7.6.1). */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer']);
@@ -89,9 +93,27 @@ function readBounded(req, limit) {
   });
 }
 
-export function createGateway({ hostUrl }) {
+export function createGateway({ hostUrl, accessTtlMs = DEFAULT_ACCESS_TTL_MS }) {
   /** graph id → {expires, compiled, rules, hash} */
   const cache = new Map();
+  /** graph id + token digest → when the host's grant of `change` stops being trusted */
+  const granted = new Map();
+
+  /**
+   * Asks the host whether the caller may load into the graph, before the
+   * gateway validates or answers anything: a caller without a valid token
+   * gets the host's own 401/403, never a report. Grants are remembered per
+   * token digest (never the token) for `accessTtlMs`; refusals are not.
+   */
+  async function authorize(id, authorization) {
+    const key = `${id}\n${createHash('sha256').update(authorization ?? '').digest('hex')}`;
+    if ((granted.get(key) ?? 0) > Date.now()) return { ok: true };
+    const answer = await fetchJson(hostUrl, `/graphs/${id}/access?permission=change`, authorization);
+    if (answer.status !== 204) return { ok: false, answer };
+    if (granted.size >= MAX_REMEMBERED_GRANTS) granted.clear();
+    granted.set(key, Date.now() + accessTtlMs);
+    return { ok: true };
+  }
 
   async function graphRules(id, authorization) {
     const hit = cache.get(id);
@@ -120,6 +142,17 @@ export function createGateway({ hostUrl }) {
   }
 
   async function handleLoad(id, req, res) {
+    let access;
+    try {
+      access = await authorize(id, req.headers.authorization);
+    } catch (e) {
+      return json(res, 502, { error: `the host is unreachable: ${e.code ?? e.message}`, code: 'bad_gateway' });
+    }
+    if (!access.ok) {
+      const { status, body, headers } = access.answer;
+      const retry = headers['retry-after'] ? { 'retry-after': headers['retry-after'] } : {};
+      return json(res, status, body ?? { error: `the host answered ${status}`, code: 'refused' }, { connection: 'close', ...retry });
+    }
     let rules;
     try {
       rules = await graphRules(id, req.headers.authorization);

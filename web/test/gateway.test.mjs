@@ -12,6 +12,7 @@ import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url);
 const TOKEN = 'edge-test-token';
+const READ_TOKEN = 'edge-read-only-token';
 
 let root, host, hostUrl, gateway, gatewayUrl;
 
@@ -23,7 +24,12 @@ before(async () => {
   root = mkdtempSync(join(tmpdir(), 'omnigraph-edge-'));
   execFileSync(HOST_BIN, ['init', '--root', join(root, 'graphs', 'g'), new URL('people.pg', SAMPLES).pathname], { stdio: 'ignore' });
   const digest = createHash('sha256').update(TOKEN).digest('hex');
-  writeFileSync(join(root, 'auth.toml'), `[[token]]\nactor = "edge-client"\nsha256 = "${digest}"\ngraphs = { "*" = ["read", "change"] }\n`);
+  const readDigest = createHash('sha256').update(READ_TOKEN).digest('hex');
+  writeFileSync(
+    join(root, 'auth.toml'),
+    `[[token]]\nactor = "edge-client"\nsha256 = "${digest}"\ngraphs = { "*" = ["read", "change"] }\n` +
+      `[[token]]\nactor = "edge-reader"\nsha256 = "${readDigest}"\ngraphs = { "*" = ["read"] }\n`,
+  );
   ({ url: hostUrl, process: host } = await startHost(['--root', join(root, 'graphs'), '--auth', join(root, 'auth.toml')]));
   gateway = createGateway({ hostUrl });
   gatewayUrl = await listen(gateway);
@@ -70,6 +76,27 @@ test('auth headers pass through: without a token the host answers 401', async ()
   const res = await load(gatewayUrl, readFileSync(new URL('people.ndjson', SAMPLES)), null);
   assert.equal(res.status, 401);
   assert.equal((await res.json()).code, 'unauthenticated');
+});
+
+test('the caller is authorized by the host first: without the right to load, no report', async () => {
+  const bad = readFileSync(new URL('people-bad.ndjson', SAMPLES));
+  for (const [token, status, code] of [[null, 401, 'unauthenticated'], ['wrong', 401, 'unauthenticated'], [READ_TOKEN, 403, 'forbidden']]) {
+    // Once with a cold schema cache and once with a warm one (the good load above warmed it).
+    const res = await load(gatewayUrl, bad, token);
+    const body = await res.json();
+    assert.equal(res.status, status, JSON.stringify(body));
+    assert.equal(body.code, code, JSON.stringify(body));
+    assert.equal(body.details?.report, undefined, 'no validation report for a caller the host refuses');
+  }
+  const fresh = createGateway({ hostUrl });
+  const freshUrl = await listen(fresh);
+  try {
+    const res = await load(freshUrl, bad, null);
+    assert.equal(res.status, 401);
+    assert.equal((await res.json()).details?.report, undefined);
+  } finally {
+    fresh.close();
+  }
 });
 
 test('other routes are proxied', async () => {

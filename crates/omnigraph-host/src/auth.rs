@@ -26,6 +26,10 @@ pub enum Permission {
 }
 
 impl Permission {
+    pub fn parse(name: &str) -> Option<Permission> {
+        [Permission::Read, Permission::Change, Permission::BranchCreate, Permission::Admin].into_iter().find(|p| p.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::Read => "read",

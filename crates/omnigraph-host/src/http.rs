@@ -647,6 +647,32 @@ async fn rules(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Pa
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+pub struct AccessQuery {
+    /// `read` (default), `change`, `branch_create` or `admin`.
+    permission: Option<String>,
+}
+
+/// Whether the caller may do something on a graph: 204, or exactly the
+/// 401/403/404 a request needing that permission would get. Gateways ask
+/// this before they validate anything for a caller (a cheap authorized call).
+#[utoipa::path(get, path = "/graphs/{id}/access", params(("id" = String, Path), AccessQuery),
+    responses((status = 204, description = "granted"), (status = 401, description = "no valid token"),
+        (status = 403, description = "not granted")))]
+async fn access(
+    State(state): State<Arc<AppState>>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(Query(query)): Checked<Query<AccessQuery>>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let name = query.permission.as_deref().unwrap_or("read");
+    let permission = Permission::parse(name)
+        .ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", format!("unknown permission {name:?}")))?;
+    authorized(&state, &id, &headers, permission).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct BranchQuery {
     branch: Option<String>,
     /// A commit sequence number on the branch (time travel).
@@ -806,7 +832,7 @@ async fn asset(Checked(Path(path)): Checked<Path<String>>) -> Response {
 #[openapi(
     info(title = "OmniGraph ingest", description = "Validate and commit graph batches (SPEC §6)"),
     paths(load_ndjson, load_compat, validate, schema, rules, list_branches, create_branch, delete_branch, publish_overwrite,
-        commits, export, healthz, metrics, openapi, index, asset)
+        access, commits, export, healthz, metrics, openapi, index, asset)
 )]
 pub struct ApiDoc;
 
@@ -821,6 +847,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/branches", get(list_branches).post(create_branch))
         .route("/graphs/{id}/branches/{name}", delete(delete_branch))
         .route("/graphs/{id}/overwrite", post(publish_overwrite))
+        .route("/graphs/{id}/access", get(access))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/export", get(export))
         .route("/healthz", get(healthz))

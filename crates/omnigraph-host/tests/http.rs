@@ -117,6 +117,7 @@ async fn openapi_lists_every_route() {
         ("/graphs/{id}/branches", "post"),
         ("/graphs/{id}/branches/{name}", "delete"),
         ("/graphs/{id}/overwrite", "post"),
+        ("/graphs/{id}/access", "get"),
         ("/graphs/{id}/commits", "get"),
         ("/graphs/{id}/export", "get"),
         ("/healthz", "get"),
@@ -274,6 +275,20 @@ async fn without_rights_a_missing_graph_looks_like_an_existing_one() {
     assert_eq!(get("empty").await.unwrap().status(), 403, "exists, no rights");
     assert_eq!(get("missing").await.unwrap().status(), 403, "missing, no rights: the same answer");
     assert_eq!(get("g").await.unwrap().status(), 200);
+    // The gateway's question: may this caller do X here? The load's own answers.
+    let access = |graph: &str, permission: &str, token: Option<&str>| {
+        let call = client().get(format!("{}/graphs/{graph}/access?permission={permission}", s.url));
+        match token {
+            Some(t) => call.bearer_auth(t),
+            None => call,
+        }
+        .send()
+    };
+    assert_eq!(access("g", "read", Some("read-token")).await.unwrap().status(), 204);
+    assert_eq!(access("g", "change", Some("read-token")).await.unwrap().status(), 403);
+    assert_eq!(access("g", "change", None).await.unwrap().status(), 401);
+    assert_eq!(access("missing", "read", Some("read-token")).await.unwrap().status(), 403);
+    assert_eq!(access("g", "fly", Some("read-token")).await.unwrap().status(), 400);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
