@@ -111,13 +111,18 @@ pub async fn removal(
     let mut stream = scan.try_into_stream().await?;
     let mut out = Removal { kept: 0, removed: 0, gone: Vec::new() };
     while let Some(batch) = futures::TryStreamExt::try_next(&mut stream).await? {
-        let stored: Vec<&str> = tables::strings(batch.column(0)).collect();
-        let replaced: HashSet<String> = match by {
-            Replacement::Batch(ids) => stored.iter().filter(|id| ids.contains(**id)).map(|id| (*id).to_owned()).collect(),
-            Replacement::Table(table) => stored_ids(table, stored.iter().copied()).await?.into_iter().collect(),
+        // A batch's ids are at hand; another table's are looked up, one
+        // indexed probe per scanned chunk.
+        let found = match by {
+            Replacement::Batch(_) => BTreeSet::new(),
+            Replacement::Table(table) => stored_ids(table, tables::strings(batch.column(0))).await?,
         };
-        for id in stored {
-            if replaced.contains(id) {
+        for id in tables::strings(batch.column(0)) {
+            let kept = match by {
+                Replacement::Batch(ids) => ids.contains(id),
+                Replacement::Table(_) => found.contains(id),
+            };
+            if kept {
                 out.kept += 1;
                 continue;
             }
@@ -218,7 +223,6 @@ pub async fn run(
     for table in touched {
         let def = &schema.types[table.t];
         let batch = &table.rows;
-        let lines = table.lines_by_id();
         let batch_ids: HashSet<&str> = ids(batch).into_iter().collect();
         let rows = batch.num_rows() as u64;
         let ds = snapshot.table(table.t).await?;
@@ -234,6 +238,7 @@ pub async fn run(
         if mode == Mode::Append || count_merges {
             let existing = stored_ids(ds, batch_ids.iter().copied()).await?;
             if mode == Mode::Append {
+                let lines = table.lines_by_id();
                 for id in &existing {
                     let line = lines.get(id.as_str()).copied();
                     conflicts.push(conflict(
