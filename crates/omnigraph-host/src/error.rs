@@ -62,6 +62,21 @@ pub enum EngineError {
     Lance(lance::Error),
 }
 
+/// The report codes of the validator's size bounds (SPEC §5): a smaller
+/// batch may fit them (the CLI halves a batch refused for one). The
+/// removed-id allowance is not among them: it depends on stored data.
+pub const SIZE_BOUND_CODES: [&str; 5] =
+    ["batch_bytes_limit", "line_too_long", "json_too_complex", "table_rows_limit", "table_bytes_limit"];
+
+/// The first size bound a report's errors hit: its code and
+/// `{resource, limit, actual}`. A batch refused for a bound is a 413 on
+/// every route, whatever else is wrong with it.
+pub fn report_bound(report: &serde_json::Value) -> Option<(&'static str, serde_json::Value)> {
+    let error = report["errors"].as_array()?.iter().find(|e| e.get("limit").is_some())?;
+    let code = SIZE_BOUND_CODES.into_iter().find(|c| error["code"] == *c).unwrap_or("bound_exceeded");
+    Some((code, error["limit"].clone()))
+}
+
 impl EngineError {
     /// A stable snake_case code for APIs and logs.
     pub fn code(&self) -> &'static str {

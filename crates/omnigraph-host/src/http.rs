@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
 use crate::auth::{Actor, Auth, AuthError, Permission};
-use crate::error::EngineError;
+use crate::error::{EngineError, report_bound};
 use crate::graph::{EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
 use crate::limits::{
     ACCEPT_BACKOFF, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
@@ -144,22 +144,6 @@ fn report_value(report_json: &str) -> Value {
     serde_json::from_str(report_json).unwrap_or(Value::Null)
 }
 
-/// The first bound a report's errors hit (SPEC §5): its code (e.g.
-/// `table_bytes_limit`) and `{resource, limit, actual}`. A batch refused for
-/// a bound is a 413 on every route, whatever else is wrong with it.
-fn bound_error(report: &Value) -> Option<(&'static str, Value)> {
-    let error = report["errors"].as_array()?.iter().find(|e| e.get("limit").is_some())?;
-    let code = match error["code"].as_str()? {
-        "batch_bytes_limit" => "batch_bytes_limit",
-        "line_too_long" => "line_too_long",
-        "json_too_complex" => "json_too_complex",
-        "table_rows_limit" => "table_rows_limit",
-        "table_bytes_limit" => "table_bytes_limit",
-        _ => "bound_exceeded",
-    };
-    Some((code, error["limit"].clone()))
-}
-
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
         let message = e.to_string();
@@ -177,7 +161,7 @@ impl From<EngineError> for ApiError {
             | EngineError::TargetMoved { .. } => StatusCode::CONFLICT,
             EngineError::Invalid { report_json } => {
                 let report = report_value(report_json);
-                return match bound_error(&report) {
+                return match report_bound(&report) {
                     Some((code, limit)) => {
                         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message).details(json!({
                             "resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"], "report": report,
@@ -611,7 +595,7 @@ async fn validate(
             "counts": dry.counts,
         }))
         .into_response()),
-        Err(EngineError::Invalid { report_json }) if bound_error(&report_value(&report_json)).is_none() => {
+        Err(EngineError::Invalid { report_json }) if report_bound(&report_value(&report_json)).is_none() => {
             Ok(axum::Json(json!({"ok": false, "report": report_value(&report_json), "conflicts": [], "counts": {}})).into_response())
         }
         Err(e) => Err(e.into()),

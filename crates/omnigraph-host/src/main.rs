@@ -11,6 +11,7 @@ use omnigraph_host::auth::Auth;
 use omnigraph_host::http::{AppState, ServerConfig};
 use omnigraph_host::split::{Batch, Checkpoint, Pass, Position, Splitter, WorkBranch, file_sha256, types_named};
 use omnigraph_host::validator::{RunnerConfig, ValidateOutcome, Validator};
+use omnigraph_host::error::{SIZE_BOUND_CODES, report_bound};
 use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, GraphSettings, LoadRequest, OverwritePublish, StorageOptions};
 use omnigraph_validate_wasm::{Limits, Mode, Options};
 
@@ -505,10 +506,6 @@ impl From<Failure> for BatchRefused {
     }
 }
 
-/// Bounds a smaller batch can fit; the removed-id allowance is not one.
-const SPLITTABLE_BOUNDS: [&str; 5] =
-    ["batch_bytes_limit", "table_rows_limit", "table_bytes_limit", "json_too_complex", "line_too_long"];
-
 impl Target {
     fn call(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let Target::Server { client, url, graph, token } = self else { unreachable!("a server target") };
@@ -534,7 +531,7 @@ impl Target {
             409 | 413 | 422 => Failure::Invalid(text),
             _ => Failure::Operational(text),
         };
-        Err(BatchRefused { splittable: status == 413 && SPLITTABLE_BOUNDS.contains(&code.as_str()), details, failure })
+        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, failure })
     }
 
     /// The bounds the graph validates with (the server's `/rules`).
@@ -557,10 +554,7 @@ impl Target {
                     let (splittable, details) = match &e {
                         EngineError::Invalid { report_json } => {
                             let report: serde_json::Value = serde_json::from_str(report_json).unwrap_or_default();
-                            let bound = report["errors"].as_array().into_iter().flatten().any(|e| {
-                                e.get("limit").is_some() && SPLITTABLE_BOUNDS.contains(&e["code"].as_str().unwrap_or_default())
-                            });
-                            (bound, Some(report))
+                            (report_bound(&report).is_some(), Some(report))
                         }
                         EngineError::Rejected { conflicts, .. } => {
                             (false, Some(serde_json::json!({ "conflicts": conflicts })))
