@@ -814,7 +814,7 @@ fn batch_request(job: &LoadJob<'_>, branch: &str, mode: Mode, from: Option<Strin
         mode,
         strict: true,
         actor: job.actor.to_owned(),
-        batch: Arc::new(batch.bytes.clone()),
+        batch: batch.bytes.clone(),
         batch_key: Some(batch.key(run)),
     }
 }

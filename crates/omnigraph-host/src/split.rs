@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -82,8 +83,9 @@ pub struct Batch {
     pub pass: Pass,
     pub start: u64,
     pub end: u64,
-    /// The batch's bytes: its lines, in file order.
-    pub bytes: Vec<u8>,
+    /// The batch's bytes: its lines, in file order (shared with the load
+    /// request, not copied).
+    pub bytes: Arc<Vec<u8>>,
     /// Per batch line: the file line number (1-based) and the file offset.
     pub lines: Vec<(u64, u64)>,
     /// Per batch line: where it ends in `bytes`.
@@ -109,7 +111,7 @@ impl Batch {
             pass: self.pass,
             start: self.start,
             end: middle,
-            bytes: self.bytes[..cut].to_vec(),
+            bytes: Arc::new(self.bytes[..cut].to_vec()),
             lines: self.lines[..mid].to_vec(),
             line_ends: self.line_ends[..mid].to_vec(),
         };
@@ -117,7 +119,7 @@ impl Batch {
             pass: self.pass,
             start: middle,
             end: self.end,
-            bytes: self.bytes[cut..].to_vec(),
+            bytes: Arc::new(self.bytes[cut..].to_vec()),
             lines: self.lines[mid..].to_vec(),
             line_ends: self.line_ends[mid..].iter().map(|e| e - cut).collect(),
         };
@@ -268,14 +270,8 @@ impl Splitter {
     /// Reads lines of the current pass until a bound would be crossed.
     fn fill(&mut self) -> Result<Batch, String> {
         let pass = self.position.pass;
-        let mut batch = Batch {
-            pass,
-            start: self.position.offset,
-            end: 0,
-            bytes: Vec::new(),
-            lines: Vec::new(),
-            line_ends: Vec::new(),
-        };
+        let start = self.position.offset;
+        let (mut bytes, mut lines, mut line_ends) = (Vec::new(), Vec::new(), Vec::new());
         let mut line = Vec::new();
         loop {
             let offset = self.position.offset;
@@ -291,17 +287,16 @@ impl Splitter {
                 self.advance(line.len());
                 continue;
             }
-            if batch.lines.len() == self.max_lines || batch.bytes.len() + line.len() > self.max_bytes {
+            if lines.len() == self.max_lines || bytes.len() + line.len() > self.max_bytes {
                 self.pending = Some((std::mem::take(&mut line), offset));
                 break;
             }
-            batch.bytes.extend_from_slice(&line);
-            batch.line_ends.push(batch.bytes.len());
-            batch.lines.push((self.line_no + 1, offset));
+            bytes.extend_from_slice(&line);
+            line_ends.push(bytes.len());
+            lines.push((self.line_no + 1, offset));
             self.advance(line.len());
         }
-        batch.end = self.position.offset;
-        Ok(batch)
+        Ok(Batch { pass, start, end: self.position.offset, bytes: Arc::new(bytes), lines, line_ends })
     }
 
     fn advance(&mut self, bytes: usize) {
@@ -488,7 +483,7 @@ mod tests {
         let batches = all_batches(&mut s);
         let texts: Vec<String> = batches
             .iter()
-            .map(|b| String::from_utf8(b.bytes.clone()).unwrap())
+            .map(|b| String::from_utf8(b.bytes.to_vec()).unwrap())
             .collect();
         assert_eq!(
             texts,
@@ -518,7 +513,7 @@ mod tests {
             (a.start, a.end, b.start, b.end),
             (batch.start, b.start, a.end, batch.end)
         );
-        assert_eq!([a.bytes.clone(), b.bytes.clone()].concat(), batch.bytes);
+        assert_eq!([a.bytes.to_vec(), b.bytes.to_vec()].concat(), *batch.bytes);
         assert_eq!((a.lines.len(), b.lines.len()), (1, 2));
         assert_eq!(b.file_line(1), Some(2));
         assert!(a.halves().is_none());
