@@ -1,18 +1,26 @@
-// The upload page: pick a graph and branch, validate a file in a Web Worker
-// with the host's own validator (checked by SHA-256), show the report, and
-// upload the exact bytes only when they are valid. Behind `serve --auth` the
-// page sends the bearer token from its token field (kept in sessionStorage
-// only) on every API call.
+// The upload page: pick a graph and branch, validate a file of any size in a
+// Web Worker with the host's own validator (the bytes checked by SHA-256),
+// show the whole file's report, and upload it only when it is valid: one
+// batch per commit, split as the CLI splits it, resumable by batch key after
+// a reload or a network error. Behind `serve --auth` the page sends the
+// bearer token from its token field (kept in sessionStorage only) on every
+// API call.
 
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS_SHOWN = 1000;
 
-const state = { graph: null, schemaSource: null, bounds: null, legacyIdentity: false, file: null, report: null, sort: 'line', ascending: true };
+const state = { graph: null, schemaSource: null, bounds: null, legacyIdentity: false, file: null, report: null, plan: null, fingerprint: null, uploadKey: null, sort: 'line', ascending: true };
 const worker = new Worker('/web/worker.js', { type: 'module' });
 /** sessionStorage key of the bearer token: this tab only, gone when it closes. */
 const TOKEN_KEY = 'omnigraph.token';
+/** localStorage key prefix of interrupted uploads' checkpoints (no secrets: run, position, work branch). */
+const CHECKPOINT_KEY = 'omnigraph.upload';
 /** Bumped by each openGraph, so an older, slower open cannot overwrite a newer one's verdict. */
 let openSeq = 0;
+/** Bumped by each validation, so a stale report is dropped. */
+let validationSeq = 0;
+/** Whether the Worker got the validator bytes (once; the same bytes for every graph). */
+let workerLoaded = false;
 
 function status(text, isError = false) {
   $('status').textContent = text;
@@ -80,8 +88,13 @@ async function openGraph(id) {
       $('rules').classList.add('error');
       return;
     }
+    if (!workerLoaded) {
+      // The Worker runs exactly the bytes just hashed, not a second download.
+      worker.postMessage({ kind: 'init', wasm });
+      workerLoaded = true;
+    }
     $('rules').classList.remove('error');
-    $('rules').textContent = `Graph ${id}: validator ${rules.validator_version}, same build as the host (sha256 ${ours.slice(0, 12)}…), schema ${schema.schema_hash.slice(0, 19)}…, at most ${(rules.bounds.max_batch_bytes / 1048576).toFixed(0)} MiB per upload.`;
+    $('rules').textContent = `Graph ${id}: validator ${rules.validator_version}, same build as the host (sha256 ${ours.slice(0, 12)}…), schema ${schema.schema_hash.slice(0, 19)}…, files of any size, sent in batches of at most ${(rules.bounds.max_batch_bytes / 1048576).toFixed(0)} MiB.`;
     $('schema').textContent = schema.source;
     const select = $('branch');
     select.replaceChildren(...branches.branches.map((b) => new Option(`${b.name} (commit ${b.head.seq})`, b.name)));
@@ -98,35 +111,66 @@ async function openGraph(id) {
   }
 }
 
+/** The batch bounds a file is split with: the host's, from /rules (as the CLI takes them). */
+function splitBounds() {
+  return { maxLines: state.bounds.max_table_rows, maxBytes: state.bounds.max_batch_bytes };
+}
+
 function validateFile(file) {
   state.file = file;
   state.report = null;
+  state.plan = null;
   $('upload').disabled = true;
+  $('upload').textContent = 'Upload and commit';
   $('commit').textContent = '';
+  $('commit').classList.remove('error');
   $('summary').textContent = '';
   $('errors-box').hidden = true;
   if (!state.graph) return status('Open a graph first.', true);
-  if (file.size > state.bounds.max_batch_bytes) {
-    status(`${file.name} is ${(file.size / 1048576).toFixed(1)} MiB, more than one upload may hold (${(state.bounds.max_batch_bytes / 1048576).toFixed(0)} MiB). Load it with the CLI, which splits it into batches: omnigraph-host load --server ${location.origin} --graph ${state.graph}${token() ? ' --token YOUR_TOKEN' : ''} ${file.name}`, true);
-    return;
-  }
-  $('progress').max = Math.max(file.size, 1);
+  $('progress').max = 1;
   $('progress').value = 0;
-  status(`Reading ${file.name}…`);
+  $('upload-progress').value = 0;
+  status(`Validating ${file.name}…`);
   const options = { mode: $('mode').value, limits: state.bounds, legacy_identity: state.legacyIdentity };
-  worker.postMessage({ file, schemaSource: state.schemaSource, options });
+  worker.postMessage({ kind: 'validate', id: ++validationSeq, file, schemaSource: state.schemaSource, options, bounds: splitBounds() });
+}
+
+/** Where an interrupted upload of this file to this graph, branch and mode is kept. */
+function checkpointKey() {
+  const { maxLines, maxBytes } = splitBounds();
+  return [CHECKPOINT_KEY, state.graph, $('branch').value, $('mode').value, state.fingerprint, maxLines, maxBytes].join(':');
+}
+
+function savedCheckpoint() {
+  try {
+    return JSON.parse(localStorage.getItem(checkpointKey()) ?? 'null');
+  } catch {
+    return null;
+  }
 }
 
 worker.onmessage = ({ data }) => {
+  if (data.id !== undefined && data.id !== validationSeq) return;
   if (data.kind === 'progress') {
-    $('progress').value = data.done;
-  } else if (data.kind === 'validating') {
-    status(`Validating ${state.file.name}…`);
+    $('progress').value = data.fraction;
   } else if (data.kind === 'error') {
-    status(`Validation failed to run: ${data.message}`, true);
+    if (data.job === 'upload') uploadFailed(data.message);
+    else status(`Validation failed to run: ${data.message}`, true);
   } else if (data.kind === 'report') {
-    state.report = JSON.parse(data.report);
+    Object.assign(state, { report: data.report, plan: data.plan, fingerprint: data.fingerprint });
     showReport(state.report);
+  } else if (data.kind === 'checkpoint') {
+    localStorage.setItem(state.uploadKey, JSON.stringify(data.checkpoint));
+  } else if (data.kind === 'uploaded') {
+    $('upload-progress').value = data.done / data.total;
+    $('commit').textContent = `Uploading… ${data.done} of ${data.total} batches committed.`;
+  } else if (data.kind === 'refused') {
+    // The target moved under a multi-batch overwrite: its work branch can never be published.
+    if (data.body?.code === 'target_moved') localStorage.removeItem(state.uploadKey);
+    showRefusal(data);
+  } else if (data.kind === 'done') {
+    localStorage.removeItem(state.uploadKey);
+    showCommitted(data);
   }
 };
 
@@ -135,10 +179,17 @@ function showReport(report) {
   const tables = s.tables.map((t) => `${t.rows} ${t.kind} ${t.name}`).join(', ') || 'no rows';
   $('summary').innerHTML = '';
   const p = document.createElement('p');
-  p.textContent = `${s.records} records on ${s.lines} lines: ${tables}. ${s.folded} folded duplicates, ${report.external_refs.length} references to stored nodes (the host checks them).`;
+  const batches = report.batches > 1 ? ` It is uploaded in ${report.batches} batches, one commit each${$('mode').value === 'overwrite' ? ', published as one overwrite' : ''}.` : '';
+  p.textContent = `${s.records} records on ${s.lines} lines: ${tables}. ${s.folded} folded duplicates, ${report.external_refs} references to stored nodes (the host checks them).${batches}`;
   $('summary').append(p);
   if (report.ok) {
-    status(`${state.file.name} is valid.`);
+    const resume = savedCheckpoint();
+    if (resume) {
+      status(`${state.file.name} is valid. Its upload to ${state.graph}/${$('branch').value} was interrupted after ${resume.next} of ${report.batches} batches: uploading resumes it.`);
+      $('upload').textContent = 'Resume upload';
+    } else {
+      status(`${state.file.name} is valid.`);
+    }
     $('upload').disabled = false;
   } else {
     status(`${state.file.name} has ${report.error_count} error(s); fix them to upload.`, true);
@@ -174,38 +225,69 @@ function renderErrors() {
   }
 }
 
-async function upload() {
+/** Hands the planned batches to the Worker, with the interrupted run's checkpoint if there is one. */
+function upload() {
   $('upload').disabled = true;
+  $('commit').classList.remove('error');
   $('commit').textContent = 'Uploading…';
-  const params = new URLSearchParams({ branch: $('branch').value, mode: $('mode').value });
-  try {
-    const res = await api(`/graphs/${state.graph}/load/ndjson?${params}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-ndjson' },
-      body: state.file,
-    });
-    const body = await res.json();
-    if (!res.ok) {
-      const refusal = authMessage(res.status, body, state.graph);
-      if (refusal) {
-        $('commit').textContent = `The host refused the upload; nothing was committed. ${refusal}`;
-        $('commit').classList.add('error');
-        return;
-      }
-      const conflicts = (body.details?.conflicts ?? []).slice(0, 10).map((c) => `${c.code}: ${c.message}`).join('\n');
-      $('commit').textContent = `The host refused the upload (HTTP ${res.status}, ${body.code}): ${body.error}${conflicts ? `\n${conflicts}` : ''}`;
-      $('commit').classList.add('error');
-      return;
+  $('upload-progress').value = 0;
+  state.uploadKey = checkpointKey();
+  const types = [...new Set(state.report.stats.tables.map((t) => t.name))];
+  worker.postMessage({
+    kind: 'upload', file: state.file, plan: state.plan, graph: state.graph, branch: $('branch').value,
+    mode: $('mode').value, token: token(), checkpoint: savedCheckpoint(), types,
+  });
+}
+
+function uploadFailed(message) {
+  $('commit').textContent = `Upload stopped: ${message}. What was committed stays committed; upload again to resume.`;
+  $('commit').classList.add('error');
+  $('upload').disabled = false;
+  $('upload').textContent = 'Resume upload';
+}
+
+function showRefusal({ status: code, body, conflicts, batch, publish }) {
+  const refusal = authMessage(code, body, state.graph);
+  const where = batch && state.plan.length > 1 ? ` Batch of file lines ${batch.first}–${batch.last} was refused; earlier batches stay committed.` : '';
+  const overwrite = publish || (state.plan.length > 1 && $('mode').value === 'overwrite') ? ' The overwrite was not published: the branch is unchanged.' : '';
+  const again = body?.code === 'target_moved' ? ' Someone committed to the branch meanwhile: upload again to overwrite the branch as it is now.' : '';
+  const head = refusal
+    ? `The host refused the upload; nothing was committed by this request. ${refusal}`
+    : `The host refused the upload (HTTP ${code}, ${body?.code}): ${body?.error}`;
+  const lines = conflicts.slice(0, 10).map((c) => `${c.line ? `line ${c.line}: ` : ''}${c.code}: ${c.message}`).join('\n');
+  $('commit').textContent = `${head}${where}${overwrite}${again}${lines ? `\n${lines}` : ''}`;
+  $('commit').classList.add('error');
+}
+
+function showCommitted({ receipts, alreadyPublished }) {
+  $('upload-progress').value = 1;
+  $('commit').classList.remove('error');
+  $('upload').textContent = 'Upload and commit';
+  if (alreadyPublished) {
+    $('commit').textContent = 'This overwrite was already published before the upload was interrupted: nothing more to do.';
+    return;
+  }
+  const last = receipts.at(-1);
+  const counts = {};
+  for (const r of receipts) {
+    for (const [t, c] of Object.entries(r.counts)) {
+      const sum = (counts[t] ??= { inserted: 0, updated: 0, removed: 0 });
+      for (const k of Object.keys(sum)) sum[k] += c[k] ?? 0;
     }
-    $('commit').classList.remove('error');
-    const counts = Object.entries(body.counts).map(([t, c]) => `${t}: +${c.inserted} new, ${c.updated} replaced, ${c.removed} removed`).join('; ');
-    $('commit').textContent = body.commit
-      ? `Committed ${body.commit.id} (#${body.commit.seq} on ${body.branch}) at ${body.commit.time}. ${counts}`
-      : 'The file holds no records: nothing was committed.';
-  } catch (e) {
-    $('commit').textContent = `Upload failed: ${e.message}`;
-    $('commit').classList.add('error');
-    $('upload').disabled = false;
+  }
+  // A multi-batch overwrite's publish receipt counts the whole replacement.
+  const published = $('mode').value === 'overwrite' && receipts.length > 1;
+  const text = Object.entries(published ? last.counts : counts)
+    .map(([t, c]) => `${t}: +${c.inserted} new, ${c.updated} replaced, ${c.removed} removed`).join('; ');
+  if (!last?.commit) {
+    $('commit').textContent = 'The file holds no records: nothing was committed.';
+  } else if (receipts.length === 1) {
+    $('commit').textContent = `Committed ${last.commit.id} (#${last.commit.seq} on ${last.branch}) at ${last.commit.time}. ${text}`;
+  } else if (published) {
+    $('commit').textContent = `Committed the overwrite as ${last.commit.id} (#${last.commit.seq} on ${last.branch}) at ${last.commit.time}, after ${receipts.length - 1} batches on a work branch. ${text}`;
+  } else {
+    const first = receipts[0].commit;
+    $('commit').textContent = `Committed ${receipts.length} batches as commits #${first.seq}–#${last.commit.seq} on ${last.branch}, the last ${last.commit.id} at ${last.commit.time}. ${text}`;
   }
 }
 

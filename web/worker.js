@@ -1,35 +1,151 @@
-// Validates a file off the page's thread with the web build of the validator:
-// reads it in chunks (progress by bytes), then validates all of it at once.
+// The page's Worker: validates a file of any size with the web build of the
+// validator (the very bytes the page checked against the host's SHA-256),
+// split into batches the way the CLI splits it (split.js), and uploads the
+// planned batches one commit each, resuming an interrupted upload by its
+// batch keys. Memory is one batch, never the file.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
+import { batchKey, catchUp, fingerprint, newRun, planFile, readBatch, fileLocation } from '/web/split.js';
 
-const ready = init();
+let ready = null;
 let compiled = null;
 let compiledSource = null;
 
+const post = (message) => self.postMessage(message);
+
 self.onmessage = async ({ data }) => {
   try {
-    await ready;
-    // options: the mode plus the host's bounds and identity rule from /rules,
-    // so the page judges with exactly the host's numbers.
-    const { file, schemaSource, options } = data;
-    if (compiledSource !== schemaSource) {
-      compiled = compileSchema(schemaSource);
-      compiledSource = schemaSource;
+    if (data.kind === 'init') {
+      ready = init({ module_or_path: data.wasm });
+    } else if (data.kind === 'validate') {
+      await validateFile(data);
+    } else if (data.kind === 'upload') {
+      await upload(data);
     }
-    const bytes = new Uint8Array(file.size);
-    let done = 0;
-    const reader = file.stream().getReader();
-    for (;;) {
-      const { done: end, value } = await reader.read();
-      if (end) break;
-      bytes.set(value, done);
-      done += value.length;
-      self.postMessage({ kind: 'progress', done, total: file.size });
-    }
-    self.postMessage({ kind: 'validating' });
-    const report = compiled.validate(bytes, JSON.stringify(options));
-    self.postMessage({ kind: 'report', report });
   } catch (e) {
-    self.postMessage({ kind: 'error', message: String(e?.message ?? e) });
+    post({ kind: 'error', job: data.kind, message: String(e?.message ?? e) });
   }
 };
+
+/** Validates every batch of the file; posts the whole file's report, the upload plan and the file's fingerprint. */
+async function validateFile({ id, file, schemaSource, options, bounds }) {
+  if (!ready) throw new Error('the validator is not loaded');
+  await ready;
+  if (compiledSource !== schemaSource) {
+    compiled = compileSchema(schemaSource);
+    compiledSource = schemaSource;
+  }
+  // options: the mode plus the host's bounds and identity rule from /rules,
+  // so the page judges with exactly the host's numbers.
+  const optionsJson = JSON.stringify(options);
+  const validate = (bytes) => JSON.parse(compiled.validate(bytes, optionsJson));
+  const { report, plan } = await planFile(file, bounds, validate, (fraction) => post({ kind: 'progress', id, fraction }));
+  post({ kind: 'report', id, report, plan, fingerprint: await fingerprint(file) });
+}
+
+/** fetch() against the host with the caller's token. */
+function api(token, path, init = {}) {
+  const headers = new Headers(init.headers);
+  if (token) headers.set('authorization', `Bearer ${token}`);
+  return fetch(path, { ...init, headers });
+}
+
+/** A host answer that is not 2xx, as a message the page shows (`fileLines` maps batch lines). */
+class Refused extends Error {
+  constructor(status, body, batch) {
+    super(body?.error ?? `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+    this.batch = batch;
+  }
+}
+
+async function call(token, path, init) {
+  const res = await api(token, path, init);
+  const body = await res.json().catch(() => null);
+  if (!res.ok) throw new Refused(res.status, body);
+  return body;
+}
+
+/** Batch keys committed on a branch (none if it does not exist). */
+async function committedKeys(token, graph, branch) {
+  try {
+    const { commits } = await call(token, `/graphs/${graph}/commits?${new URLSearchParams({ branch })}`);
+    return commits.map((c) => c.batch_key).filter(Boolean);
+  } catch (e) {
+    if (e instanceof Refused && e.body?.code === 'branch_not_found') return [];
+    throw e;
+  }
+}
+
+/**
+ * Commits the plan's batches in order, each with its key. A checkpoint
+ * (posted to the page after each commit, kept in localStorage there)
+ * plus the keys in the branch's log say where an interrupted upload
+ * stands. An overwrite of several batches loads into a work branch forked
+ * with the file's types empty and publishes it in one commit.
+ */
+async function upload({ file, plan, graph, branch, mode, token, checkpoint, types }) {
+  const state = checkpoint ?? { run: newRun(), next: 0, overwrite: null };
+  const multiBatchOverwrite = mode === 'overwrite' && plan.length > 1;
+  const publishKey = `${state.run}:publish`;
+  if (state.overwrite && (await committedKeys(token, graph, branch)).includes(publishKey)) {
+    post({ kind: 'done', receipts: [], alreadyPublished: true });
+    return;
+  }
+  const into = state.overwrite?.branch ?? branch;
+  state.next = catchUp(plan, state.run, state.next, checkpoint ? await committedKeys(token, graph, into) : []);
+  post({ kind: 'checkpoint', checkpoint: state });
+  if (multiBatchOverwrite && !state.overwrite) {
+    const name = `ow-${state.run.toLowerCase()}`;
+    const created = await call(token, `/graphs/${graph}/branches`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name, from: branch, clear: types }),
+    });
+    state.overwrite = { branch: name, base_seq: created.base?.seq ?? 0, types };
+    post({ kind: 'checkpoint', checkpoint: state });
+  }
+  const target = state.overwrite ? { branch: state.overwrite.branch, mode: 'append' } : { branch, mode };
+  const receipts = [];
+  for (; state.next < plan.length; ) {
+    const batch = await readBatch(file, plan[state.next]);
+    const params = new URLSearchParams({ ...target, batch_key: batchKey(state.run, batch) });
+    try {
+      const body = await call(token, `/graphs/${graph}/load/ndjson?${params}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-ndjson' },
+        body: batch.bytes,
+      });
+      receipts.push(body);
+    } catch (e) {
+      if (e instanceof Refused) {
+        // Conflicts name batch lines; stored edges an overwrite strands have none.
+        const conflicts = (e.body?.details?.conflicts ?? []).map((c) => (c.line ? { ...c, line: fileLocation(batch, c.line).line } : c));
+        post({ kind: 'refused', status: e.status, body: e.body, conflicts, index: state.next, batch: { first: batch.lines[0]?.[0], last: batch.lines.at(-1)?.[0] } });
+        return;
+      }
+      throw e;
+    }
+    state.next += 1;
+    post({ kind: 'checkpoint', checkpoint: state });
+    post({ kind: 'uploaded', done: state.next, total: plan.length });
+  }
+  if (state.overwrite) {
+    const { branch: from, base_seq, types: cleared } = state.overwrite;
+    try {
+      const body = await call(token, `/graphs/${graph}/overwrite`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ branch, from, base_seq, types: cleared, batch_key: publishKey }),
+      });
+      receipts.push(body);
+    } catch (e) {
+      if (e instanceof Refused) {
+        post({ kind: 'refused', status: e.status, body: e.body, conflicts: e.body?.details?.conflicts ?? [], publish: true });
+        return;
+      }
+      throw e;
+    }
+  }
+  post({ kind: 'done', receipts });
+}

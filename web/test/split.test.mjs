@@ -1,0 +1,133 @@
+// The page's splitter (web/split.js) against the CLI's (split.rs): the same
+// file and bounds give the same batch keys, halving included; reports name
+// file lines; a planned batch read again is the batch that was validated.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PASS, batchKey, batchesOf, catchUp, fingerprint, newRun, planFile, readBatch } from '../split.js';
+import { HOST_BIN } from './host.mjs';
+
+const require = createRequire(import.meta.url);
+const pkg = require('../pkg/nodejs/validate.js');
+const SCHEMA = readFileSync(new URL('../../samples/people.pg', import.meta.url), 'utf8');
+const compiled = pkg.compileSchema(SCHEMA);
+const validator = (limits) => {
+  const options = JSON.stringify({ mode: 'merge', limits });
+  return (bytes) => JSON.parse(compiled.validate(bytes, options));
+};
+
+let dir;
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'omnigraph-split-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** People with edges between them, interleaved; some node lines mention "edge" in their data. */
+function people(count) {
+  const lines = [];
+  for (let i = 0; i < count; i++) {
+    lines.push(JSON.stringify({ type: 'Person', data: { name: `p${i}`, age: i % 100, ...(i % 7 === 0 ? { tags: ['edgewater', 'x'.repeat(i % 50)] } : {}) } }));
+    if (i > 0 && i % 4 === 0) lines.push(JSON.stringify({ edge: 'Knows', id: `k${i}`, from: `p${i}`, to: `p${i - 1}` }));
+    if (i % 9 === 0) lines.push(JSON.stringify({ edge: 'Knows', id: `f${i}`, from: `p${i}`, to: `p${i + 1}` }));
+  }
+  return lines;
+}
+
+function write(name, lines, { trailingNewline = true } = {}) {
+  const path = join(dir, name);
+  writeFileSync(path, lines.join('\n') + (trailingNewline ? '\n' : ''));
+  return path;
+}
+
+test('the same file and bounds give the CLI’s batch keys, halving included', async () => {
+  const file = write('parity.ndjson', people(200));
+  // A small table-bytes bound makes the validator refuse some batches: both halve them.
+  const limits = { max_table_bytes: 1200 };
+  writeFileSync(join(dir, 'limits.json'), JSON.stringify(limits));
+  const graph = join(dir, 'g');
+  execFileSync(HOST_BIN, ['init', '--root', graph, new URL('../../samples/people.pg', import.meta.url).pathname], { stdio: 'ignore' });
+  execFileSync(HOST_BIN, ['load', '--root', graph, '--limits', join(dir, 'limits.json'), '--batch-lines', '40', '--batch-bytes', '3000', file], { stdio: 'ignore' });
+  const cliKeys = execFileSync(HOST_BIN, ['log', '--root', graph], { encoding: 'utf8' })
+    .trim().split('\n').map((l) => JSON.parse(l).batch_key).filter(Boolean).reverse();
+  const run = cliKeys[0].split(':')[0];
+
+  const { report, plan } = await planFile(await openAsBlob(file), { maxLines: 40, maxBytes: 3000 }, validator(limits));
+  assert.equal(report.ok, true, JSON.stringify(report.errors));
+  assert.deepEqual(plan.map((b) => batchKey(run, b)), cliKeys);
+  assert.ok(plan.some((b) => b.pass === PASS.edges), 'the file was split into a nodes and an edges pass');
+  const unhalved = await planFile(await openAsBlob(file), { maxLines: 40, maxBytes: 3000 }, validator({}));
+  assert.ok(plan.length > unhalved.plan.length, `halving made more batches (${plan.length} > ${unhalved.plan.length})`);
+  assert.equal(report.stats.records, people(200).length, 'records are summed over the batches');
+});
+
+test('a file that fits one batch is one batch of pass a', async () => {
+  const lines = people(10);
+  const file = await openAsBlob(write('small.ndjson', lines));
+  const { report, plan } = await planFile(file, { maxLines: 1000, maxBytes: 1 << 20 }, validator({}));
+  assert.deepEqual(plan, [{ pass: PASS.all, start: 0, end: file.size, firstLine: 0 }]);
+  assert.equal(report.stats.records, lines.length);
+});
+
+test('errors of a split file carry file lines and offsets, as if the file were validated whole', async () => {
+  const lines = people(120);
+  lines[17] = lines[17].replace('"age":', '"agee":'); // a node line: unknown property
+  const edgeLine = lines.findIndex((l, i) => i > 90 && l.startsWith('{"edge"'));
+  lines[edgeLine] = lines[edgeLine].replace('"Knows"', '"Likes"'); // an edge line: unknown type
+  const path = write('bad.ndjson', lines);
+  const whole = JSON.parse(compiled.validate(readFileSync(path), JSON.stringify({ mode: 'merge' })));
+  const { report, plan } = await planFile(await openAsBlob(path), { maxLines: 25, maxBytes: 2500 }, validator({}));
+  assert.ok(plan.length >= 4, `split into ${plan.length} batches`);
+  const where = (errors) => errors.map((e) => `${e.line}@${e.offset}:${e.code}`).sort();
+  assert.deepEqual(where(report.errors), where(whole.errors));
+  assert.ok(report.errors.some((e) => e.line === edgeLine + 1 && e.code === 'unknown_type'), JSON.stringify(report.errors));
+  assert.equal(report.ok, false);
+});
+
+test('a line longer than one batch is reported once by its file line; the rest is still validated', async () => {
+  const lines = people(30);
+  lines[5] = JSON.stringify({ type: 'Person', data: { name: 'long', tags: ['y'.repeat(5000)] } });
+  lines[12] = lines[12].replace('"age":', '"agee":');
+  const { report } = await planFile(await openAsBlob(write('long.ndjson', lines, { trailingNewline: false })), { maxLines: 10, maxBytes: 2000 }, validator({}));
+  const codes = report.errors.map((e) => `${e.line}:${e.code}`);
+  assert.deepEqual(codes, ['6:line_too_long', '13:unknown_property']);
+  assert.equal(report.stats.lines, lines.length - 1, 'every other line was validated, the last one without a newline too');
+});
+
+test('a planned batch read again is the batch that was validated', async () => {
+  const file = await openAsBlob(write('reread.ndjson', people(150)));
+  const bounds = { maxLines: 30, maxBytes: 2500 };
+  const { plan } = await planFile(file, bounds, validator({}));
+  let index = 0;
+  for (const pass of [PASS.nodes, PASS.edges]) {
+    for await (const batch of batchesOf(file, pass, bounds)) {
+      const again = await readBatch(file, plan[index++]);
+      assert.deepEqual(Buffer.from(again.bytes), Buffer.from(batch.bytes), `batch ${index}`);
+      assert.deepEqual(again.lines, batch.lines);
+    }
+  }
+  assert.equal(index, plan.length);
+});
+
+test('resuming skips exactly the batches whose keys are committed', () => {
+  const plan = [0, 10, 20, 30].map((start) => ({ pass: PASS.nodes, start, end: start + 10, firstLine: start }));
+  const run = newRun();
+  assert.equal(catchUp(plan, run, 1, [batchKey(run, plan[1]), batchKey(run, plan[2]), 'other:n:30-40']), 3);
+  assert.equal(catchUp(plan, run, 0, [batchKey(run, plan[1])]), 0, 'a gap stops the catch-up');
+  assert.equal(catchUp(plan, run, 2, []), 2);
+});
+
+test('runs are ULIDs like the CLI’s; fingerprints name the bytes', async () => {
+  const a = newRun(1_700_000_000_000, new Uint8Array(10));
+  const b = newRun(1_700_000_000_001, new Uint8Array(10).fill(255));
+  assert.match(a, /^[0-9A-HJKMNP-TV-Z]{26}$/);
+  assert.ok(a < b, 'later runs sort later');
+  assert.equal(a.slice(10), '0'.repeat(16));
+  assert.equal(b.slice(10), 'Z'.repeat(16));
+  const one = await fingerprint(new Blob(['{"type":"Person"}\n']));
+  assert.equal(one, await fingerprint(new Blob(['{"type":', '"Person"}\n'])));
+  assert.notEqual(one, await fingerprint(new Blob(['{"type":"Persom"}\n'])));
+});
