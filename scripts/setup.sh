@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what this project needs on a fresh machine of its kind, idempotently:
 # the pinned toolchain's wasm32 target, protoc (Lance's build), Debian's
-# Chromium (browser tests), the web/ node packages and a Python venv with
+# Chromium (browser tests), the web/ node packages (playwright-core, and the
+# workerd and deno runtimes of the gateway tests) and a Python venv with
 # pylance (the external-reader test) and moto[server] (the local
 # S3-compatible server of the S3 suite). scripts/build-wasm.sh adds wasm-bindgen
 # and wasm-pack.
@@ -50,7 +51,13 @@ if [ ! -x /usr/bin/chromium ]; then
   apt_install chromium
 fi
 
-if [ ! -d web/node_modules/playwright-core ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+# web/ node packages: playwright-core (browser tests), and workerd and deno, the
+# edge runtimes the gateway's tests run it in (their npm packages ship the binaries).
+if [ ! -d web/node_modules/playwright-core ] || [ ! -d web/node_modules/workerd ] || [ ! -d web/node_modules/deno ] \
+  || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
   echo "setup: installing web/ node packages"
   (cd web && npm ci --no-audit --no-fund --silent)
 fi
+(cd web && "$(node -p "require('workerd').default")" --version >/dev/null \
+  && "$(node -p "require('deno/install_api.cjs').runInstall()")" --version >/dev/null) \
+  || { echo "setup: the workerd or deno binary from web/node_modules does not run here" >&2; exit 1; }

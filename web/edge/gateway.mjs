@@ -1,212 +1,316 @@
-// The edge gateway: validates strict loads with the same wasm validator the
-// host runs (the `nodejs` build of @omnigraph/validate) and turns a bad batch
-// away with 422 before it costs the host anything. Good batches, and every
-// other request, go to the host unchanged (method, path, query, headers,
-// body); the host's answer streams back. Node's standard library only, and no
-// `eval`/`new Function`, so it runs where edge runtimes forbid them.
+// The edge gateway, one module for every runtime: a standard
+// `fetch(request, env)` handler (`export default { fetch }`) that uses only
+// web-standard APIs (fetch, Request, Response, crypto.subtle, streams) and no
+// `eval`/`new Function`, so it runs in workerd / Cloudflare Workers, Deno and
+// Node alike. The thin entries beside it (workerd.mjs + workerd.capnp,
+// deno.mjs, node.mjs) only hand it the validator and the configuration.
 //
-//   HOST_URL=http://127.0.0.1:8080 PORT=8081 node web/edge/gateway.mjs
+// What it does, in order, for a strict load (POST /graphs/{id}/load/ndjson
+// with Content-Type application/x-ndjson):
+//   1. asks the host whether the caller may load (GET /graphs/{id}/access
+//      ?permission=change with the caller's own Authorization): a refusal is
+//      the host's own 401/403/404, and no report is ever given before this;
+//   2. fetches the graph's schema and rules (cached SCHEMA_TTL_MS) and checks
+//      that the host's validator_sha256 is the SHA-256 of its own artifact:
+//      if not, it refuses to validate (503 validator_mismatch) rather than
+//      apply other rules than the host's;
+//   3. validates the batch with the `web` build of @omnigraph/validate and
+//      the host's bounds: a bad batch is answered here (422 with the report,
+//      413 for a bound) and the host's load route is never contacted;
+//   4. forwards a good batch unchanged and streams the host's answer back.
+// Every other request is forwarded unchanged (method, path, query, headers,
+// streamed body) and the answer streamed back; 502 when the host is down.
+//
+// env (strings unless said):
+//   HOST_URL          the host, e.g. http://127.0.0.1:8080 (required)
+//   ACCESS_TTL_MS     how long a host's grant is trusted per token digest (default 5000)
+//   VALIDATOR         the validator as a WebAssembly.Module (required; an edge
+//                     runtime imports it, Deno and Node compile it from the bytes)
+//   VALIDATOR_BYTES   the bytes the module was compiled from (ArrayBuffer or
+//                     Uint8Array): when given, their SHA-256 is the artifact's digest
+//   VALIDATOR_SHA256  the declared digest (hex), for runtimes where the bytes are
+//                     not at hand (a module object cannot be hashed); when both are
+//                     given they must agree
+// Without a digest, or when the two disagree, the gateway refuses to validate
+// (503 validator_unverified) and still forwards everything that is not a load.
 
-import { createServer, request as httpRequest } from 'node:http';
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { initSync, compileSchema } from '../pkg/web/validate.js';
 
-const require = createRequire(import.meta.url);
-const validator = require('../pkg/nodejs/validate.js');
-const ARTIFACT_SHA256 = createHash('sha256')
-  .update(readFileSync(new URL('../pkg/nodejs/validate_bg.wasm', import.meta.url)))
-  .digest('hex');
-
-/** How long a graph's schema and rules are trusted before they are fetched again. */
-const SCHEMA_TTL_MS = 30_000;
-/** How long the host's "this token may load into this graph" is trusted (option `accessTtlMs`). */
-const DEFAULT_ACCESS_TTL_MS = 5_000;
+/** How long a graph's schema and rules (and so the SHA-256 verdict) are trusted. */
+export const SCHEMA_TTL_MS = 30_000;
+/** How long the host's "this token may load into this graph" is trusted (env ACCESS_TTL_MS). */
+export const DEFAULT_ACCESS_TTL_MS = 5_000;
 /** Grants remembered at once; past it the memory is dropped and the host asked again. */
 const MAX_REMEMBERED_GRANTS = 10_000;
 const LOAD_ROUTE = /^\/graphs\/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\/load\/ndjson$/;
-/** Hop-by-hop headers are never forwarded (RFC 9110 §7.6.1). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer']);
+/**
+ * Never forwarded: hop-by-hop headers (RFC 9110 §7.6.1), and Host and
+ * Content-Length, which the runtime's fetch and server set for the body they send.
+ */
+const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'host', 'content-length']);
+const encoder = new TextEncoder();
 
-function json(res, status, body, headers = {}) {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
+function json(status, body, headers = {}) {
+  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
 }
 
-function forwardedHeaders(headers, length) {
-  const out = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (!HOP_BY_HOP.has(name)) out[name] = value;
+const unreachable = (e) =>
+  json(502, { error: `the host is unreachable: ${e?.cause?.code ?? e?.message ?? e}`, code: 'bad_gateway' });
+
+function forwardedHeaders(headers) {
+  const out = new Headers();
+  for (const [name, value] of headers) {
+    if (!NOT_FORWARDED.has(name)) out.append(name, value);
   }
-  if (length !== undefined) out['content-length'] = String(length);
   return out;
 }
 
-/** GET a JSON document from the host, with the caller's credentials. */
-function fetchJson(hostUrl, path, authorization) {
-  return new Promise((resolve, reject) => {
-    const url = new URL(path, hostUrl);
-    const req = httpRequest(url, { method: 'GET', headers: authorization ? { authorization } : {} }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode, body: text ? JSON.parse(text) : null, headers: res.headers });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
+async function sha256Hex(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** Proxies one request to the host; `body` is a Buffer, or undefined to stream `req`. */
-function proxy(hostUrl, req, res, body) {
-  const url = new URL(req.url, hostUrl);
-  const upstream = httpRequest(url, { method: req.method, headers: forwardedHeaders(req.headers, body?.length) }, (answer) => {
-    res.writeHead(answer.statusCode, forwardedHeaders(answer.headers));
-    answer.pipe(res);
-  });
-  upstream.on('error', (e) => {
-    if (!res.headersSent) json(res, 502, { error: `the host is unreachable: ${e.code ?? e.message}`, code: 'bad_gateway' });
-    else res.destroy();
-  });
-  if (body === undefined) req.pipe(upstream);
-  else upstream.end(body);
+/** Reads a body stream up to `limit` bytes; null once it runs over (the rest is cancelled). */
+async function readBounded(stream, limit) {
+  if (!stream) return new Uint8Array(0);
+  const reader = stream.getReader();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
 }
 
-/** Reads the body up to `limit` bytes; resolves null once it runs over. */
-function readBounded(req, limit) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let size = 0;
-    req.on('data', (chunk) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.pause();
-        resolve(null);
-      } else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
+/**
+ * Instantiates the validator of this isolate. wasm-bindgen's glue holds one
+ * instance per JS realm, so the first env's module is the one every later
+ * request uses, and an env with another module is refused.
+ */
+let boundModule = null;
+
+function bindValidator(env) {
+  const module = env.VALIDATOR;
+  if (!(module instanceof WebAssembly.Module)) {
+    throw new Error('env.VALIDATOR must be the validator as a WebAssembly.Module');
+  }
+  if (boundModule === null) {
+    initSync({ module });
+    boundModule = module;
+  } else if (boundModule !== module) {
+    throw new Error('one validator per isolate: env.VALIDATOR changed after the first request');
+  }
 }
 
-export function createGateway({ hostUrl, accessTtlMs = DEFAULT_ACCESS_TTL_MS }) {
-  /** graph id → {expires, compiled, rules, hash} */
-  const cache = new Map();
-  /** graph id + token digest → when the host's grant of `change` stops being trusted */
-  const granted = new Map();
+/** {sha256} or {refusal} (why the artifact's digest is unknown); see the header. */
+async function artifactDigest(env) {
+  const declared = typeof env.VALIDATOR_SHA256 === 'string' ? env.VALIDATOR_SHA256.trim().toLowerCase() : null;
+  let measured = null;
+  if (env.VALIDATOR_BYTES != null) measured = await sha256Hex(env.VALIDATOR_BYTES);
+  if (measured && declared && measured !== declared) {
+    return { refusal: `the validator's bytes hash to ${measured}, not the declared VALIDATOR_SHA256 ${declared}` };
+  }
+  const sha256 = measured ?? declared;
+  if (!sha256) return { refusal: 'no digest for the validator: give VALIDATOR_BYTES or VALIDATOR_SHA256' };
+  return { sha256, source: measured ? 'bytes' : 'declared' };
+}
+
+class Gateway {
+  constructor(env) {
+    if (!env.HOST_URL) throw new Error('env.HOST_URL is required');
+    this.hostUrl = String(env.HOST_URL);
+    const ttl = Number(env.ACCESS_TTL_MS ?? DEFAULT_ACCESS_TTL_MS);
+    this.accessTtlMs = Number.isFinite(ttl) && ttl >= 0 ? ttl : DEFAULT_ACCESS_TTL_MS;
+    bindValidator(env);
+    /** The artifact's digest, worked out once per gateway (a promise: crypto.subtle is async). */
+    this.artifact = artifactDigest(env);
+    /** graph id → {expires, compiled, bounds, legacyIdentity} or {expires, refusal} */
+    this.graphs = new Map();
+    /** graph id + token digest → when the host's grant of `change` stops being trusted */
+    this.granted = new Map();
+  }
+
+  hostFetch(path, init = {}) {
+    return fetch(new URL(path, this.hostUrl), { redirect: 'manual', ...init });
+  }
+
+  /** GET a JSON document from the host with the caller's credentials. */
+  async getJson(path, authorization) {
+    const res = await this.hostFetch(path, { headers: authorization ? { authorization } : {} });
+    const text = await res.text();
+    let body = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    return { status: res.status, headers: res.headers, text, body };
+  }
 
   /**
    * Asks the host whether the caller may load into the graph, before the
-   * gateway validates or answers anything: a caller without a valid token
-   * gets the host's own 401/403, never a report. Grants are remembered per
-   * token digest (never the token) for `accessTtlMs`; refusals are not.
+   * gateway validates or answers anything. Grants are remembered per token
+   * digest (never the token) for accessTtlMs; refusals are not.
    */
-  async function authorize(id, authorization) {
-    const key = `${id}\n${createHash('sha256').update(authorization ?? '').digest('hex')}`;
-    if ((granted.get(key) ?? 0) > Date.now()) return { ok: true };
-    const answer = await fetchJson(hostUrl, `/graphs/${id}/access?permission=change`, authorization);
+  async authorize(id, authorization) {
+    const key = `${id}\n${await sha256Hex(encoder.encode(authorization ?? ''))}`;
+    if ((this.granted.get(key) ?? 0) > Date.now()) return { ok: true };
+    const answer = await this.getJson(`/graphs/${id}/access?permission=change`, authorization);
     if (answer.status !== 204) return { ok: false, answer };
-    if (granted.size >= MAX_REMEMBERED_GRANTS) granted.clear();
-    granted.set(key, Date.now() + accessTtlMs);
+    if (this.granted.size >= MAX_REMEMBERED_GRANTS) this.granted.clear();
+    this.granted.set(key, Date.now() + this.accessTtlMs);
     return { ok: true };
   }
 
-  async function graphRules(id, authorization) {
-    const hit = cache.get(id);
-    if (hit && hit.expires > Date.now()) return { ok: true, entry: hit };
+  /** The graph's compiled schema and rules, or why the gateway cannot validate for it. */
+  async graphRules(id, authorization) {
+    const hit = this.graphs.get(id);
+    if (hit && hit.expires > Date.now()) return hit;
+    const artifact = await this.artifact;
     const [schema, rules] = await Promise.all([
-      fetchJson(hostUrl, `/graphs/${id}/schema`, authorization),
-      fetchJson(hostUrl, `/graphs/${id}/rules`, authorization),
+      this.getJson(`/graphs/${id}/schema`, authorization),
+      this.getJson(`/graphs/${id}/rules`, authorization),
     ]);
-    if (schema.status !== 200 || rules.status !== 200) {
-      // Auth, unknown graph, …: the host's own answer is the right one.
-      return { ok: false };
+    // Unknown graph, a lapsed grant, …: the host's own answer is the right one.
+    if (schema.status !== 200 || rules.status !== 200 || !schema.body || !rules.body) return { forward: true };
+    let entry;
+    if (artifact.refusal) {
+      entry = { refusal: { error: artifact.refusal, code: 'validator_unverified' } };
+    } else if (rules.body.validator_sha256 !== artifact.sha256) {
+      // Another validator build: applying our rules could pass what the host refuses (or
+      // the reverse), so refuse to validate until the two agree again.
+      const details = { host_validator_sha256: rules.body.validator_sha256, gateway_validator_sha256: artifact.sha256 };
+      entry = {
+        refusal: {
+          error: `the host validates with another validator build (${details.host_validator_sha256}) than this gateway (${artifact.sha256}); refusing to validate`,
+          code: 'validator_mismatch',
+          details,
+        },
+      };
+    } else {
+      entry = {
+        compiled: compileSchema(schema.body.source),
+        bounds: rules.body.bounds,
+        legacyIdentity: rules.body.legacy_identity === true,
+      };
     }
-    if (rules.body.validator_sha256 !== ARTIFACT_SHA256) {
-      // Another validator build: only the host can judge; never guess.
-      console.warn(`gateway: graph ${id}: host validator ${rules.body.validator_sha256} differs from ours ${ARTIFACT_SHA256}; forwarding unchecked`);
-      return { ok: false };
-    }
-    const entry = {
-      expires: Date.now() + SCHEMA_TTL_MS,
-      compiled: validator.compileSchema(schema.body.source),
-      bounds: rules.body.bounds,
-      legacyIdentity: rules.body.legacy_identity === true,
-    };
-    cache.set(id, entry);
-    return { ok: true, entry };
+    entry.expires = Date.now() + SCHEMA_TTL_MS;
+    this.graphs.set(id, entry);
+    return entry;
   }
 
-  async function handleLoad(id, req, res) {
+  /** Forwards one request to the host; `body` is the bytes already read, or undefined to stream. */
+  async forward(request, body) {
+    const url = new URL(request.url);
+    const init = {
+      method: request.method,
+      headers: forwardedHeaders(request.headers),
+      redirect: 'manual',
+    };
+    if (body !== undefined) init.body = body;
+    else if (request.body && request.method !== 'GET' && request.method !== 'HEAD') {
+      init.body = request.body;
+      init.duplex = 'half'; // Node's fetch needs it for a streamed body; the others ignore it
+    }
+    let answer;
+    try {
+      answer = await this.hostFetch(url.pathname + url.search, init);
+    } catch (e) {
+      return unreachable(e);
+    }
+    return new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers: forwardedHeaders(answer.headers) });
+  }
+
+  async load(id, request) {
+    const authorization = request.headers.get('authorization');
     let access;
     try {
-      access = await authorize(id, req.headers.authorization);
+      access = await this.authorize(id, authorization);
     } catch (e) {
-      return json(res, 502, { error: `the host is unreachable: ${e.code ?? e.message}`, code: 'bad_gateway' });
+      return unreachable(e);
     }
     if (!access.ok) {
-      const { status, body, headers } = access.answer;
-      const retry = headers['retry-after'] ? { 'retry-after': headers['retry-after'] } : {};
-      return json(res, status, body ?? { error: `the host answered ${status}`, code: 'refused' }, { connection: 'close', ...retry });
+      const { status, headers, text } = access.answer;
+      const keep = {};
+      for (const name of ['content-type', 'retry-after', 'www-authenticate']) {
+        if (headers.get(name)) keep[name] = headers.get(name);
+      }
+      return new Response(text || JSON.stringify({ error: `the host answered ${status}`, code: 'refused' }), {
+        status,
+        headers: { 'content-type': 'application/json', ...keep },
+      });
     }
     let rules;
     try {
-      rules = await graphRules(id, req.headers.authorization);
+      rules = await this.graphRules(id, authorization);
     } catch (e) {
-      return json(res, 502, { error: `the host is unreachable: ${e.code ?? e.message}`, code: 'bad_gateway' });
+      return unreachable(e);
     }
-    if (!rules.ok) return proxy(hostUrl, req, res);
-    const limit = rules.entry.bounds.max_batch_bytes;
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limit) {
-      return json(res, 413, { error: `the body exceeds ${limit} bytes`, code: 'batch_bytes_limit', details: { resource: 'batch_bytes', limit, actual: declared } }, { connection: 'close' });
-    }
-    const body = await readBounded(req, limit);
-    if (body === null) {
-      return json(res, 413, { error: `the body exceeds ${limit} bytes`, code: 'batch_bytes_limit', details: { resource: 'batch_bytes', limit, actual: limit + 1 } }, { connection: 'close' });
-    }
-    const mode = new URL(req.url, 'http://gateway').searchParams.get('mode') ?? 'merge';
+    if (rules.forward) return this.forward(request);
+    if (rules.refusal) return json(503, rules.refusal);
+    const limit = rules.bounds.max_batch_bytes;
+    const tooLarge = (actual) =>
+      json(413, { error: `the body exceeds ${limit} bytes`, code: 'batch_bytes_limit', details: { resource: 'batch_bytes', limit, actual } });
+    const declared = Number(request.headers.get('content-length') ?? NaN);
+    if (Number.isFinite(declared) && declared > limit) return tooLarge(declared);
+    const body = await readBounded(request.body, limit);
+    if (body === null) return tooLarge(limit + 1);
+    const mode = new URL(request.url).searchParams.get('mode') ?? 'merge';
     let report;
     try {
       // The host's own bounds and identity rule: the same verdict as the host.
-      const options = { mode, limits: rules.entry.bounds, legacy_identity: rules.entry.legacyIdentity };
-      report = JSON.parse(rules.entry.compiled.validate(body, JSON.stringify(options)));
+      const options = { mode, limits: rules.bounds, legacy_identity: rules.legacyIdentity };
+      report = JSON.parse(rules.compiled.validate(body, JSON.stringify(options)));
     } catch {
       // An options error (e.g. an unknown mode): the host words it.
-      return proxy(hostUrl, req, res, body);
+      return this.forward(request, body);
     }
     if (!report.ok) {
       const bound = report.errors.find((e) => e.limit);
-      if (bound) {
-        return json(res, 413, { error: bound.message, code: bound.code, details: { ...bound.limit, report } });
-      }
-      return json(res, 422, { error: 'the batch failed validation', code: 'validation_failed', details: { report } });
+      if (bound) return json(413, { error: bound.message, code: bound.code, details: { ...bound.limit, report } });
+      return json(422, { error: 'the batch failed validation', code: 'validation_failed', details: { report } });
     }
-    return proxy(hostUrl, req, res, body);
+    return this.forward(request, body);
   }
 
-  return createServer((req, res) => {
-    const path = req.url.split('?')[0];
-    const load = req.method === 'POST' && LOAD_ROUTE.exec(path);
+  async fetch(request) {
+    const url = new URL(request.url);
+    const load = request.method === 'POST' && LOAD_ROUTE.exec(url.pathname);
     if (load) {
-      const contentType = (req.headers['content-type'] ?? '').split(';')[0].trim();
-      if (contentType === 'application/x-ndjson') {
-        handleLoad(load[1], req, res).catch((e) => json(res, 500, { error: String(e), code: 'gateway_error' }));
-        return;
-      }
+      const contentType = (request.headers.get('content-type') ?? '').split(';')[0].trim();
+      if (contentType === 'application/x-ndjson') return this.load(load[1], request);
     }
-    proxy(hostUrl, req, res);
-  });
+    return this.forward(request);
+  }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const hostUrl = process.env.HOST_URL ?? 'http://127.0.0.1:8080';
-  const port = Number(process.env.PORT ?? 8081);
-  createGateway({ hostUrl }).listen(port, '127.0.0.1', () => {
-    console.log(`edge gateway on http://127.0.0.1:${port} in front of ${hostUrl} (validator sha256 ${ARTIFACT_SHA256})`);
-  });
-}
+/** One gateway per env object (an isolate sees the same env on every request). */
+const gateways = new WeakMap();
+
+export default {
+  async fetch(request, env) {
+    let gateway = gateways.get(env);
+    try {
+      if (!gateway) {
+        gateway = new Gateway(env);
+        gateways.set(env, gateway);
+      }
+      return await gateway.fetch(request);
+    } catch (e) {
+      return json(500, { error: String(e?.message ?? e), code: 'gateway_error' });
+    }
+  },
+};
