@@ -58,8 +58,11 @@ printf '%s\n' '{"type":"Person","data":{"name":"Ada","age":37}}' '{"type":"Perso
 "$host" load --root "$graph_dir/g" --branch side --mode overwrite samples/people.ndjson >/dev/null
 "${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}/bin/python" tests/python/read_graph.py "$host" "$graph_dir/g" main side
 
-echo "== node and chromium parity (node --test)"
+echo "== web: node and chromium parity, the page end to end, the splitter, the gateway in workerd, deno and node (node --test)"
 (cd web && node --test test/*.test.mjs)
+
+echo "== the page validating a 200 MiB file: memory stays one batch (renderer peak RSS vs a 50 MiB file)"
+node web/bench/page-memory.mjs 50 200
 
 echo "== python parity: the package (python/) in wasmtime-py, the whole corpus byte for byte"
 scripts/test-python.sh
