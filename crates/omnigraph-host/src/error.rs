@@ -46,10 +46,23 @@ pub enum EngineError {
     Validator(ValidatorError),
     /// Another writer kept winning the branch head; retry later.
     CommitConflict { attempts: u32 },
-    /// Another host holds the graph's write lease.
-    LeaseBusy { owner: String },
-    /// This writer's lease ran out before it could publish: nothing was published.
+    /// Another host holds the graph's write lease (of this generation).
+    LeaseBusy { owner: String, generation: u64 },
+    /// This writer's lease ran out before it could publish (a cause of
+    /// `RecoveryRequired`: it is noticed after the recovery record is written).
     LeaseExpired,
+    /// A table commit did not land right after the version it was staged on:
+    /// another writer committed to the table, so this writer lost its lease
+    /// (a cause of `RecoveryRequired`).
+    Fenced { table: String, staged_on: u64, landed_at: u64 },
+    /// Another writer took this load's sequence number: this writer lost its
+    /// lease (a cause of `RecoveryRequired`).
+    SlotTaken { branch: String, seq: u64 },
+    /// The load failed after its recovery record was written (SPEC §4.7):
+    /// whether it is published is decided by recovery, not claimed here.
+    RecoveryRequired { cause: Box<EngineError> },
+    /// Another host holds the lease to finish an interrupted load.
+    RecoveryInProgress,
     /// A host-side bound (SPEC §5) refused the load before anything was
     /// written, e.g. `removed_ids_limit`.
     BoundExceeded { code: &'static str, resource: String, limit: u64, actual: u64 },
@@ -103,6 +116,10 @@ impl EngineError {
             EngineError::CommitConflict { .. } => "commit_conflict",
             EngineError::LeaseBusy { .. } => "graph_busy",
             EngineError::LeaseExpired => "lease_expired",
+            EngineError::Fenced { .. } => "fenced",
+            EngineError::SlotTaken { .. } => "slot_taken",
+            EngineError::RecoveryRequired { .. } => "recovery_required",
+            EngineError::RecoveryInProgress => "recovery_in_progress",
             EngineError::BoundExceeded { code, .. } => code,
             EngineError::TargetMoved { .. } => "target_moved",
             EngineError::Corrupt(_) => "corrupt_manifest",
@@ -140,8 +157,22 @@ impl std::fmt::Display for EngineError {
             EngineError::CommitConflict { attempts } => {
                 write!(f, "the branch head kept moving: gave up after {attempts} attempts")
             }
-            EngineError::LeaseBusy { owner } => write!(f, "another writer ({owner}) holds the graph's write lease"),
+            EngineError::LeaseBusy { owner, .. } => write!(f, "another writer ({owner}) holds the graph's write lease"),
             EngineError::LeaseExpired => write!(f, "the write lease expired before the commit was published"),
+            EngineError::Fenced { table, staged_on, landed_at } => write!(
+                f,
+                "table {table} was staged on version {staged_on} but landed at {landed_at}: another writer committed to it, this writer's lease was lost"
+            ),
+            EngineError::SlotTaken { branch, seq } => {
+                write!(f, "another writer took commit {seq} of branch {branch}: this writer's lease was lost")
+            }
+            EngineError::RecoveryRequired { cause } => write!(
+                f,
+                "the load stopped after its recovery record was written ({cause}); recovery decides whether it is published, nothing is claimed: check the branch's log for the batch key, then retry"
+            ),
+            EngineError::RecoveryInProgress => {
+                write!(f, "another host is finishing an interrupted load on this graph; retry shortly")
+            }
             EngineError::BoundExceeded { resource, limit, actual, .. } => {
                 write!(f, "the load exceeds a bound: {resource} needs {actual}, the limit is {limit}; split the load")
             }

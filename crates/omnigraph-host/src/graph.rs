@@ -24,8 +24,8 @@ use crate::lease::{self, HeldLease, now_ms};
 use crate::limits::{DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS};
 use crate::manifest::{
     BRANCHES_DIR, CATALOG_PATH, Commit, CommitKind, CommitRef, FORMAT_VERSION, GRAPH_INFO_PATH, GraphInfo,
-    MAIN_BRANCH, RECOVERY_PATH, RecoveryRecord, SCHEMA_PATH, StagedTable, TableCounts, TablePin, check_branch_name,
-    commit_path, seq_from_commit_name, table_path,
+    MAIN_BRANCH, RECOVERY_DIR, RecoveryRecord, SCHEMA_PATH, StagedTable, TableCounts, TablePin, check_branch_name,
+    commit_path, generation_from_lease_name, head_hint_path, recovery_path, seq_from_commit_name, table_path,
 };
 use crate::storage::GraphRoot;
 use crate::tables;
@@ -232,7 +232,7 @@ impl Graph {
             tables: pins,
             counts: BTreeMap::new(),
         };
-        if !graph.root.put_json_if_absent(&commit_path(MAIN_BRANCH, 0), &commit).await? {
+        if !graph.publish_commit(&commit).await? {
             return Err(EngineError::GraphExists(graph.root.uri().to_owned()));
         }
         Ok(graph)
@@ -243,7 +243,7 @@ impl Graph {
     pub async fn open(root: GraphRoot, validator: Arc<Validator>, config: EngineConfig) -> Result<Graph, EngineError> {
         let graph = Graph::open_unrecovered(root, validator, config).await?;
         match graph.recover_with_wait(Duration::ZERO).await {
-            Ok(_) | Err(EngineError::LeaseBusy { .. }) => Ok(graph),
+            Ok(_) | Err(EngineError::LeaseBusy { .. } | EngineError::RecoveryInProgress) => Ok(graph),
             Err(e) => Err(e),
         }
     }
@@ -320,13 +320,40 @@ impl Graph {
 
     // ---- reading the manifest -------------------------------------------------
 
-    /// The newest commit object of a branch, a deletion included.
+    /// The newest commit object of a branch, a deletion included, in O(1)
+    /// requests whatever the history: the head hint, then a probe of the next
+    /// sequence numbers (commits published after the hint was last written).
+    /// A branch without a hint (its writer stopped before writing the first
+    /// one) is listed once.
     async fn latest_commit(&self, branch: &str) -> Result<Option<Commit>, EngineError> {
-        let names = self.root.list_names(&format!("{BRANCHES_DIR}/{branch}")).await?;
-        match names.iter().filter_map(|n| seq_from_commit_name(n)).max() {
-            Some(seq) => self.commit_at(branch, seq).await.map(Some),
-            None => Ok(None),
+        let mut head = match self.root.get_json::<Commit>(&head_hint_path(branch)).await? {
+            Some(hint) => hint,
+            None => {
+                let names = self.root.list_names(&format!("{BRANCHES_DIR}/{branch}")).await?;
+                match names.iter().filter_map(|n| seq_from_commit_name(n)).max() {
+                    Some(seq) => self.commit_at(branch, seq).await?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        while let Some(next) = self.root.get_json::<Commit>(&commit_path(branch, head.seq + 1)).await? {
+            head = next;
         }
+        Ok(Some(head))
+    }
+
+    /// Publishes a commit: the put-if-absent of its sequence number is the
+    /// visibility point (`false`: the slot is taken). Then the branch's head
+    /// hint; failing to write it only costs readers a probe.
+    async fn publish_commit(&self, commit: &Commit) -> Result<bool, EngineError> {
+        if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), commit).await? {
+            return Ok(false);
+        }
+        let hint = serde_json::to_vec_pretty(commit).expect("commits serialize");
+        if let Err(e) = self.root.put(&head_hint_path(&commit.branch), hint).await {
+            eprintln!("could not update the head hint of branch {} ({e}); readers probe past it", commit.branch);
+        }
+        Ok(true)
     }
 
     /// A branch's head commit, or `None` if the branch does not exist.
@@ -437,7 +464,7 @@ impl Graph {
         self.with_lease(self.config.lease_wait, |_, _| async {
             let head = self.head_or_404(name).await?;
             let tombstone = self.next_commit(name, &head, CommitKind::Delete, actor, None, None).await?;
-            if !self.root.put_json_if_absent(&commit_path(name, tombstone.seq), &tombstone).await? {
+            if !self.publish_commit(&tombstone).await? {
                 return Err(EngineError::CommitConflict { attempts: 1 });
             }
             Ok(tombstone)
@@ -558,22 +585,49 @@ impl Graph {
         Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
     {
         let _writer = self.writer.lock().await;
-        let lease = lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await?;
-        let result = match self.recover_leased().await {
+        let lease = match lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await {
+            Err(EngineError::LeaseBusy { owner, generation }) => {
+                return Err(if self.unfinished_before(generation).await? {
+                    EngineError::RecoveryInProgress
+                } else {
+                    EngineError::LeaseBusy { owner, generation }
+                });
+            }
+            other => other?,
+        };
+        let result = match self.recover_leased(lease.generation).await {
             Ok(recovered) => work(lease.clone(), recovered).await,
             Err(e) => Err(e),
         };
-        // Released even after a failure: a recovery record left behind is
-        // finished by the next writer.
-        let released = lease::release(&self.root, &lease).await;
-        let value = result?;
-        released?;
-        Ok(value)
+        // A load that stopped after its record was written is finished now,
+        // while this writer likely still holds the lease (else by the next
+        // writer); its answer stays `recovery_required` either way.
+        if matches!(result, Err(EngineError::RecoveryRequired { .. }))
+            && lease.valid_for(self.publish_margin())
+            && let Err(e) = self.recover_leased(lease.generation).await
+        {
+            eprintln!("recovery after a failed load did not finish ({e}); the next writer finishes it");
+        }
+        // Released even after a failure. A release that fails only delays the
+        // next writer until the lease expires: never an error for the load.
+        if let Err(e) = lease::release(&self.root, &lease).await {
+            eprintln!("could not release lease generation {} ({e}); it expires on its own", lease.generation);
+        }
+        result
+    }
+
+    /// Whether a recovery record older than lease `generation` is left: its
+    /// holder is finishing (or will finish) an interrupted load.
+    async fn unfinished_before(&self, generation: u64) -> Result<bool, EngineError> {
+        let names = self.root.list_names(RECOVERY_DIR).await?;
+        Ok(names.iter().filter_map(|n| generation_from_lease_name(n)).any(|g| g < generation))
     }
 
     async fn load_leased(&self, req: &LoadRequest, validated: &Validated, lease: HeldLease) -> Result<Receipt, EngineError> {
         let mut timings = LoadTimings::default();
-        for attempt in 1..=MAX_COMMIT_ATTEMPTS {
+        // Only an empty load's fork loops (its branch appeared meanwhile); a
+        // load with rows is published or answers an error, its slot fenced.
+        for _ in 1..=MAX_COMMIT_ATTEMPTS {
             let (base, created_from) = self.load_base(&req.branch, req.from.as_deref()).await?;
             let receipt = |commit: Option<Commit>, timings: LoadTimings| Receipt {
                 branch: req.branch.clone(),
@@ -590,7 +644,7 @@ impl Graph {
                     return Ok(receipt(None, timings));
                 }
                 let fork = self.next_commit(&req.branch, &base, CommitKind::Fork, &req.actor, None, None).await?;
-                if self.root.put_json_if_absent(&commit_path(&fork.branch, fork.seq), &fork).await? {
+                if self.publish_commit(&fork).await? {
                     return Ok(receipt(Some(fork), timings));
                 }
                 continue;
@@ -621,21 +675,17 @@ impl Graph {
             commit.batch_key = req.batch_key.clone();
             let started = Instant::now();
             let sources = validated.tables.iter().map(|table| (table.t, Source::Rows(&table.rows))).collect();
-            match self.stage_and_commit(req.mode, sources, &lease, commit, &mut timings).await? {
-                Some(commit) => {
-                    timings.commit = started.elapsed() - timings.sync;
-                    return Ok(receipt(Some(commit), timings));
-                }
-                None if attempt == MAX_COMMIT_ATTEMPTS => break,
-                None => continue,
-            }
+            let commit = self.stage_and_commit(req.mode, sources, &lease, commit, &mut timings).await?;
+            timings.commit = started.elapsed() - timings.sync;
+            return Ok(receipt(Some(commit), timings));
         }
         Err(EngineError::CommitConflict { attempts: MAX_COMMIT_ATTEMPTS })
     }
 
     /// Stages one transaction per touched table, writes the recovery record,
-    /// commits the tables, syncs and publishes. `None`: the branch head
-    /// moved (everything was rolled back; the caller re-checks and retries).
+    /// commits the tables, syncs and publishes. Any failure after the record
+    /// is written answers `RecoveryRequired` (SPEC §4.7): recovery, not this
+    /// writer, decides whether the load is published.
     async fn stage_and_commit(
         &self,
         mode: Mode,
@@ -643,7 +693,7 @@ impl Graph {
         lease: &HeldLease,
         mut commit: Commit,
         timings: &mut LoadTimings,
-    ) -> Result<Option<Commit>, EngineError> {
+    ) -> Result<Commit, EngineError> {
         let target = commit.lance_branch.clone();
         let mut staged_tables = BTreeMap::new();
         let mut staged = Vec::new();
@@ -690,21 +740,56 @@ impl Graph {
                 def.name.clone(),
                 StagedTable { lance_branch: target.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
             );
-            staged.push((t, one));
+            staged.push((t, read_version, one));
         }
         fail_point!("after-stage");
         let record = RecoveryRecord { lease_generation: lease.generation, commit: commit.clone(), staged: staged_tables };
-        self.root.put(RECOVERY_PATH, serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
+        let record_path = recovery_path(lease.generation);
+        self.root.put(&record_path, serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
         fail_point!("after-record");
-        for (t, one) in staged {
+        let published = self
+            .commit_armed(staged, lease, commit, timings)
+            .await
+            .map_err(|cause| EngineError::RecoveryRequired { cause: Box::new(cause) })?;
+        // Housekeeping: the load is published whatever happens now. A record
+        // left behind is recognised as published by the next recovery.
+        if let Err(e) = self.delete_own_record(&record_path).await {
+            eprintln!("could not delete recovery record {record_path} ({e}); the next recovery removes it");
+        }
+        fail_point!("after-record-delete");
+        Ok(published)
+    }
+
+    async fn delete_own_record(&self, path: &str) -> Result<(), EngineError> {
+        fail_point!("record-delete-error", |_| Err(EngineError::Storage("injected failure deleting the recovery record".into())));
+        self.root.delete(path).await
+    }
+
+    /// The part of a load after its recovery record: the table commits, each
+    /// fenced (it must land right after the version it was staged on), the
+    /// sync and the publish, itself fenced by the put-if-absent of the
+    /// commit's sequence number.
+    async fn commit_armed(
+        &self,
+        staged: Vec<(usize, u64, tables::Staged)>,
+        lease: &HeldLease,
+        mut commit: Commit,
+        timings: &mut LoadTimings,
+    ) -> Result<Commit, EngineError> {
+        let target = commit.lance_branch.clone();
+        for (t, read_version, one) in staged {
             let def = &self.schema.types[t];
+            // A clock only decides to give up early (liveness); the fences
+            // below keep a writer whose lease ran out from doing harm.
             if !lease.valid_for(self.publish_margin()) {
-                return Err(self.abandon(&record, EngineError::LeaseExpired).await);
+                return Err(EngineError::LeaseExpired);
             }
-            let mut ds = match tables::commit(one).await {
-                Ok(ds) => ds,
-                Err(e) => return Err(self.abandon(&record, e).await),
-            };
+            fail_point!("table-commit-error", |_| Err(EngineError::Storage("injected table commit failure".into())));
+            let mut ds = tables::commit(one).await?;
+            let landed_at = ds.version().version;
+            if landed_at != read_version + 1 {
+                return Err(EngineError::Fenced { table: def.name.clone(), staged_on: read_version, landed_at });
+            }
             fail_point!("after-table-commit");
             tables::maintain_fragments(&mut ds).await?;
             tables::maintain_indexes(&mut ds, def).await?;
@@ -715,32 +800,19 @@ impl Graph {
         timings.sync = synced.elapsed();
         fail_point!("after-sync");
         if !lease.valid_for(self.publish_margin()) {
-            return Err(self.abandon(&record, EngineError::LeaseExpired).await);
+            return Err(EngineError::LeaseExpired);
         }
         fail_point!("before-publish");
-        if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), &commit).await? {
-            // Another writer published this sequence number first.
-            self.roll_back(&record).await?;
-            self.root.delete(RECOVERY_PATH).await?;
-            return Ok(None);
+        if !self.publish_commit(&commit).await? {
+            // Recovery by another host may have published this very load.
+            let holder = self.commit_at(&commit.branch, commit.seq).await?;
+            if holder.batch_id == commit.batch_id {
+                return Ok(holder);
+            }
+            return Err(EngineError::SlotTaken { branch: commit.branch, seq: commit.seq });
         }
         fail_point!("after-publish");
-        self.root.delete(RECOVERY_PATH).await?;
-        fail_point!("after-record-delete");
-        Ok(Some(commit))
-    }
-
-    /// Gives up a load after its record was written: rolls its tables back
-    /// and drops the record. Returns `why`, or the rollback's own failure
-    /// (the record then stays for the next writer's recovery).
-    async fn abandon(&self, record: &RecoveryRecord, why: EngineError) -> EngineError {
-        match self.roll_back(record).await {
-            Ok(()) => match self.root.delete(RECOVERY_PATH).await {
-                Ok(()) => why,
-                Err(e) => e,
-            },
-            Err(e) => e,
-        }
+        Ok(commit)
     }
 
     /// Lease time a writer must have left to commit a table or publish.
@@ -770,12 +842,29 @@ impl Graph {
         .await
     }
 
-    /// Finishes an interrupted load, if a recovery record is present: roll
-    /// forward if every staged transaction landed, else roll back.
-    async fn recover_leased(&self) -> Result<Recovered, EngineError> {
-        let Some(record) = self.root.get_json::<RecoveryRecord>(RECOVERY_PATH).await? else {
-            return Ok(Recovered::Nothing);
-        };
+    /// Finishes the interrupted loads whose recovery records are of lease
+    /// generation `up_to` or older (the newest one's outcome is returned).
+    async fn recover_leased(&self, up_to: u64) -> Result<Recovered, EngineError> {
+        let mut generations: Vec<u64> =
+            self.root.list_names(RECOVERY_DIR).await?.iter().filter_map(|n| generation_from_lease_name(n)).collect();
+        generations.sort_unstable();
+        let mut outcome = Recovered::Nothing;
+        for generation in generations.into_iter().filter(|&g| g <= up_to) {
+            let path = recovery_path(generation);
+            if let Some(record) = self.root.get_json::<RecoveryRecord>(&path).await? {
+                fail_point!("during-recovery");
+                outcome = self.finish(&record).await?;
+            }
+            self.root.delete(&path).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Rolls an interrupted load forward if every staged transaction landed
+    /// where it was staged, else back. Either way the load's sequence number
+    /// is decided first (its commit, or a rollback marker, put if absent), so
+    /// the interrupted writer, should it wake up, can never publish it.
+    async fn finish(&self, record: &RecoveryRecord) -> Result<Recovered, EngineError> {
         let (branch, seq) = (record.commit.branch.clone(), record.commit.seq);
         let mut commit = record.commit.clone();
         let mut landed = true;
@@ -790,22 +879,22 @@ impl Graph {
                 }
             }
         }
-        let outcome = if landed {
+        if landed {
             self.sync_tables().await?;
-            let published = self.root.put_json_if_absent(&commit_path(&branch, seq), &commit).await?
-                || self.commit_at(&branch, seq).await?.batch_id == commit.batch_id;
-            if published {
-                Recovered::RolledForward { branch, seq }
-            } else {
-                self.roll_back(&record).await?;
-                Recovered::RolledBack { branch, seq }
+            if self.publish_commit(&commit).await? {
+                return Ok(Recovered::RolledForward { branch, seq });
             }
-        } else {
-            self.roll_back(&record).await?;
-            Recovered::RolledBack { branch, seq }
-        };
-        self.root.delete(RECOVERY_PATH).await?;
-        Ok(outcome)
+        } else if self.publish_commit(&rollback_marker(&record.commit)).await? {
+            self.roll_back(record).await?;
+            return Ok(Recovered::RolledBack { branch, seq });
+        }
+        // The slot is taken: by the load itself (its writer published it) or
+        // by another commit (then the load's table versions are orphans).
+        if self.commit_at(&branch, seq).await?.batch_id == record.commit.batch_id {
+            return Ok(Recovered::RolledForward { branch, seq });
+        }
+        self.roll_back(record).await?;
+        Ok(Recovered::RolledBack { branch, seq })
     }
 
     /// The dataset path of a table a recovery record names.
@@ -814,28 +903,34 @@ impl Graph {
         Ok(table_path(self.schema.types[t].kind, name))
     }
 
-    /// The version at which a staged transaction landed, if it did.
+    /// The version at which a staged transaction landed: right after the
+    /// version it was staged on, or not at all (landing higher means another
+    /// writer committed in between, and the version holds its rows too).
     async fn find_transaction(&self, path: &str, staged: &StagedTable) -> Result<Option<u64>, EngineError> {
         let Some(latest) = tables::latest_on(&self.root, path, staged.lance_branch.as_deref()).await? else {
             return Ok(None);
         };
-        for version in staged.read_version + 1..=latest.version().version {
-            if let Some(txn) = latest.read_transaction_by_version(version).await?
-                && txn.uuid == staged.uuid
-            {
-                return Ok(Some(version));
-            }
+        let version = staged.read_version + 1;
+        if version > latest.version().version {
+            return Ok(None);
         }
-        Ok(None)
+        Ok(latest.read_transaction_by_version(version).await?.filter(|txn| txn.uuid == staged.uuid).map(|_| version))
     }
 
-    /// Undoes an interrupted load's table commits: each table back to its
-    /// published version, Lance branches the load created deleted.
-    /// Idempotent: a second pass changes nothing.
+    /// Undoes an interrupted load's table commits: each table back to what
+    /// its branch's head pins now (a newer writer's versions are kept), or to
+    /// the load's base; a Lance branch the load created and no head pins is
+    /// deleted. Idempotent: a second pass changes nothing.
     async fn roll_back(&self, record: &RecoveryRecord) -> Result<(), EngineError> {
+        let head = self.head(&record.commit.branch).await?;
         for (name, staged) in &record.staged {
             let path = self.recorded_table(name)?;
-            match (staged.published, staged.lance_branch.as_deref()) {
+            let pinned = head
+                .as_ref()
+                .and_then(|h| h.tables.get(name))
+                .filter(|pin| pin.lance_branch == staged.lance_branch)
+                .map(|pin| pin.version);
+            match (pinned.or(staged.published), staged.lance_branch.as_deref()) {
                 (Some(version), lance_branch) => {
                     self.settle(&path, lance_branch, version).await?;
                 }
@@ -854,6 +949,16 @@ impl Graph {
     /// The latest dataset of a Lance branch whose contents are `version`'s:
     /// anything committed above it and never published is restored away.
     async fn settle(&self, path: &str, lance_branch: Option<&str>, version: u64) -> Result<Dataset, EngineError> {
+        // Nothing above the pin (the common case) costs two manifest reads
+        // and no listing of the table's versions, however many there are.
+        let pinned = self.root.open_table_at(path, lance_branch, version).await?;
+        match self.root.open_table_at(path, lance_branch, version + 1).await {
+            Err(EngineError::Lance(
+                lance::Error::DatasetNotFound { .. } | lance::Error::NotFound { .. } | lance::Error::VersionNotFound { .. },
+            )) => return Ok(pinned),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
         let latest = tables::latest_on(&self.root, path, lance_branch)
             .await?
             .ok_or_else(|| EngineError::Corrupt(format!("{path}: Lance branch {lance_branch:?} is missing")))?;
@@ -883,6 +988,25 @@ impl Graph {
             }
         }
         Ok(())
+    }
+}
+
+/// What recovery publishes in the slot of a load it rolls back: the parent's
+/// tables under kind `rollback`, or, for a load that would have created its
+/// branch, a deletion (the branch stays absent). No batch id or key: neither
+/// the interrupted writer nor a resuming client mistakes it for the load.
+fn rollback_marker(load: &Commit) -> Commit {
+    let forked_here = load.parent.as_ref().is_some_and(|p| p.branch != load.branch);
+    Commit {
+        id: ulid::Ulid::new().to_string(),
+        kind: if forked_here { CommitKind::Delete } else { CommitKind::Rollback },
+        actor: "recovery".to_owned(),
+        time: now_rfc3339(),
+        batch_id: None,
+        batch_key: None,
+        mode: None,
+        counts: BTreeMap::new(),
+        ..load.clone()
     }
 }
 

@@ -184,7 +184,11 @@ impl From<EngineError> for ApiError {
                 return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "bound_exceeded", message)
                     .details(json!({"resource": "validator_memory", "limit": limit, "actual": bytes}));
             }
-            EngineError::LeaseBusy { .. } | EngineError::LeaseExpired | EngineError::Validator(_) => {
+            EngineError::LeaseBusy { .. }
+            | EngineError::LeaseExpired
+            | EngineError::RecoveryRequired { .. }
+            | EngineError::RecoveryInProgress
+            | EngineError::Validator(_) => {
                 let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
                 e.retry_after = true;
                 return e;

@@ -36,6 +36,10 @@ struct RootArgs {
     /// Write lease duration in milliseconds (a crashed writer blocks others this long).
     #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
     lease_ttl_ms: Option<u64>,
+    /// How long a write waits for another host's lease, in milliseconds,
+    /// before it answers 503 (`graph_busy`, or `recovery_in_progress`).
+    #[arg(long, env = "OMNIGRAPH_LEASE_WAIT_MS")]
+    lease_wait_ms: Option<u64>,
     /// Batch bounds (SPEC §5) as JSON, e.g. {"max_table_rows": 4096}; the
     /// rest keep their defaults. Loads are validated with them and `/rules`
     /// reports them.
@@ -270,6 +274,9 @@ impl RootArgs {
         if let Some(ms) = self.lease_ttl_ms {
             config.lease_ttl = Duration::from_millis(ms);
         }
+        if let Some(ms) = self.lease_wait_ms {
+            config.lease_wait = Duration::from_millis(ms);
+        }
         if let Some(path) = &self.limits {
             config.limits = read_limits(path)?;
         }
@@ -395,7 +402,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms, limits, s3 } => {
             let target = match (&root, &server) {
                 (Some(root), _) => {
-                    let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, limits };
+                    let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, lease_wait_ms: None, limits };
                     Target::Local(root.open().await?)
                 }
                 (None, Some(url)) => Target::Server {

@@ -14,7 +14,10 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const GRAPH_INFO_PATH: &str = "_graph/graph.json";
 pub const SCHEMA_PATH: &str = "_graph/schema.pg";
 pub const CATALOG_PATH: &str = "_graph/catalog.json";
-pub const RECOVERY_PATH: &str = "_graph/recovery.json";
+/// One recovery record per lease generation: a writer only ever writes and
+/// deletes its own, so a writer that lost its lease cannot overwrite or
+/// remove a newer holder's.
+pub const RECOVERY_DIR: &str = "_graph/recovery";
 pub const LEASE_DIR: &str = "_graph/lease";
 pub const BRANCHES_DIR: &str = "_graph/branches";
 
@@ -58,6 +61,10 @@ pub enum CommitKind {
     Fork,
     /// The branch was deleted; a later fork of the same name continues the chain.
     Delete,
+    /// Recovery rolled an interrupted load back: the tables are the parent's.
+    /// It takes the load's sequence number, so the interrupted writer (which
+    /// may still be running, its lease lost) can never publish the load.
+    Rollback,
 }
 
 /// Another commit, named by branch and sequence number.
@@ -123,8 +130,8 @@ pub struct StagedTable {
     pub uuid: String,
 }
 
-/// `_graph/recovery.json`: written after staging and before any table
-/// commit; deleted after the graph commit is published.
+/// `_graph/recovery/<generation>.json`: written after staging and before any
+/// table commit; deleted after the graph commit is published.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecoveryRecord {
     pub lease_generation: u64,
@@ -140,10 +147,21 @@ pub fn commit_path(branch: &str, seq: u64) -> String {
     format!("{BRANCHES_DIR}/{branch}/{:020}.json", u64::MAX - seq)
 }
 
+/// A branch's head hint: a copy of the newest commit its writer published.
+/// The commit objects stay the authority (the hint is written after the
+/// put-if-absent and may lag: readers probe the next sequence number).
+pub fn head_hint_path(branch: &str) -> String {
+    format!("{BRANCHES_DIR}/{branch}/HEAD.json")
+}
+
 pub fn seq_from_commit_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".json")?;
     (digits.len() == 20).then_some(())?;
     digits.parse::<u64>().ok().map(|inverted| u64::MAX - inverted)
+}
+
+pub fn recovery_path(generation: u64) -> String {
+    format!("{RECOVERY_DIR}/{generation:020}.json")
 }
 
 pub fn lease_path(generation: u64) -> String {

@@ -114,7 +114,12 @@ async fn a_crash_while_forking_a_branch_leaves_no_branch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_load_that_loses_the_branch_head_rolls_back_rechecks_and_retries() {
+/// A publish that finds its sequence number taken means another writer
+/// published while this one held the lease: the lease was lost. The load
+/// answers `recovery_required` (SPEC §4.7) instead of retrying on top (a
+/// stalled writer must not commit after a takeover); nothing of it is
+/// visible, and its table versions are rolled back.
+async fn a_load_that_loses_the_branch_head_answers_recovery_required_and_leaves_nothing() {
     let scenario = fail::FailScenario::setup();
     let dir = place().await;
     let graph = init(&dir).await;
@@ -143,12 +148,16 @@ async fn a_load_that_loses_the_branch_head_rolls_back_rechecks_and_retries() {
         });
     })
     .unwrap();
-    let receipt = load(&graph, "main", Mode::Merge, &person("C", 3)).await.unwrap();
+    let refused = load(&graph, "main", Mode::Merge, &person("C", 3)).await.unwrap_err();
     fail::remove("before-publish");
     assert!(fired.load(std::sync::atomic::Ordering::SeqCst));
-    let commit = receipt.commit.unwrap();
-    assert_eq!((commit.seq, commit.parent_id.as_deref()), (3, Some("foreign")), "retried on top of the winner");
-    assert_eq!(counts(&graph, "main").await["Person"], 3);
+    assert_eq!(refused.code(), "recovery_required", "{refused}");
+    assert!(refused.to_string().contains("lease was lost"), "{refused}");
+    assert_eq!(graph.head("main").await.unwrap().unwrap().id, "foreign");
+    assert_eq!(counts(&graph, "main").await["Person"], 2, "nothing of the losing load");
     assert_heads_published(&graph).await;
+    let commit = load(&graph, "main", Mode::Merge, &person("C", 3)).await.unwrap().commit.unwrap();
+    assert_eq!((commit.seq, commit.parent_id.as_deref()), (3, Some("foreign")), "the next load builds on the winner");
+    assert_eq!(counts(&graph, "main").await["Person"], 3);
     scenario.teardown();
 }

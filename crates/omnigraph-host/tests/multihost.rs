@@ -14,16 +14,22 @@ use std::time::Duration;
 
 use common::host_process::HostProcess;
 use common::*;
+use omnigraph_host::manifest::CommitKind;
 use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 
 /// A host process serving the graphs under `place`.
 fn start_host(place: &Place, failpoints: Option<&str>) -> HostProcess {
+    start_host_with(place, failpoints, lease_ttl_ms(), &[])
+}
+
+fn start_host_with(place: &Place, failpoints: Option<&str>, lease_ttl_ms: u64, extra: &[&str]) -> HostProcess {
     let mut cmd = Command::new(BIN);
     cmd.arg("serve")
         .args(place.cli_args())
-        .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", &lease_ttl_ms().to_string()]);
+        .args(["--open", "--listen", "127.0.0.1:0", "--lease-ttl-ms", &lease_ttl_ms.to_string()])
+        .args(extra);
     place.apply_env(&mut cmd);
     if let Some(points) = failpoints {
         cmd.env("FAILPOINTS", points);
@@ -168,7 +174,7 @@ async fn a_host_killed_while_holding_the_lease_is_recovered_by_another() {
     // The recovery record appears once A has staged and starts committing tables.
     let store = place.root();
     let mut waited = 0;
-    while !store.exists("_graph/recovery.json").await.unwrap() {
+    while recovery_records(&store).await == 0 {
         waited += 1;
         assert!(waited < 600, "host A never reached the commit");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -184,10 +190,168 @@ async fn a_host_killed_while_holding_the_lease_is_recovered_by_another() {
     eprintln!("host B committed {:?} after {} ms (lease TTL {} ms)", body["commit"]["seq"], started.elapsed().as_millis(), lease_ttl_ms());
 
     let graph = reopen(&place).await;
-    assert!(!graph.root().exists("_graph/recovery.json").await.unwrap(), "B recovered A's commit");
+    assert_eq!(recovery_records(graph.root()).await, 0, "B recovered A's commit");
     let per = people_per_batch(&graph).await;
     assert_eq!(per, BTreeMap::from([(1, 40), (3, 40)]), "A's half-committed batch was rolled back whole");
     assert_eq!(counts(&graph, "main").await["Knows"], 2 * 39);
-    assert_eq!(graph.log("main").await.unwrap().len(), 3);
+    // init, batch 1, the rollback marker in A's slot, batch 3.
+    let kinds: Vec<_> = graph.log("main").await.unwrap().iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [CommitKind::Load, CommitKind::Rollback, CommitKind::Load, CommitKind::Init]);
     assert_heads_published(&graph).await;
+}
+
+/// One load over HTTP, once: the status, the `Retry-After` header and the JSON answer.
+async fn post_once(client: &reqwest::Client, url: &str, body: String) -> (u16, Option<String>, serde_json::Value) {
+    let response = client
+        .post(format!("{url}/graphs/g/load/ndjson"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .expect("the host answers");
+    let status = response.status().as_u16();
+    let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+    (status, retry_after, response.json().await.unwrap())
+}
+
+/// Waits until a load has written its recovery record (it is committing tables).
+async fn wait_for_record(store: &omnigraph_host::GraphRoot) {
+    let mut waited = 0;
+    while recovery_records(store).await == 0 {
+        waited += 1;
+        assert!(waited < 600, "the load never reached its table commits");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn signal(host: &HostProcess, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(host.child.id() as libc::pid_t, signal) }, 0);
+}
+
+/// A lease holder stalls (SIGSTOP) in the middle of its table commits, past
+/// its lease; another host takes over, recovers and commits. When the
+/// stalled host wakes (SIGCONT) nothing of its load can become visible: its
+/// next table commit or its publish is fenced, and it answers the typed
+/// `recovery_required`. Safety comes from the fences, not from clocks.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_lease_holder_that_wakes_up_is_fenced() {
+    let root = place().await;
+    let place = root.child("g");
+    let graph = init(&place).await;
+    load(&graph, "main", Mode::Merge, &numbered_batch(1)).await.unwrap();
+    // A pause after A's first table commit, so the SIGSTOP lands between two
+    // table commits; and a clock that wrongly says A's lease is still valid
+    // when it wakes (skew), so only the fences can stop it.
+    let stalled = start_host(&root, Some("after-table-commit=sleep(1500);lease-clock-trusted=return"));
+    let healthy = start_host(&root, None);
+    let client = reqwest::Client::new();
+    let stalled_load = tokio::spawn({
+        let (client, url) = (client.clone(), stalled.url.clone());
+        async move { post_once(&client, &url, numbered_batch(2)).await }
+    });
+    wait_for_record(&place.root()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(&stalled, libc::SIGSTOP);
+
+    // B waits out A's lease, rolls A's load back and commits elsewhere, so
+    // main's next sequence number is held only by the rollback marker.
+    let (status, body) = post_load(&client, &healthy.url, "branch=side&from=main", numbered_batch(3)).await;
+    assert_eq!(status, 200, "{body}");
+
+    signal(&stalled, libc::SIGCONT);
+    let (status, retry_after, answer) = stalled_load.await.unwrap();
+    assert_eq!((status, answer["code"].as_str()), (503, Some("recovery_required")), "{answer}");
+    assert!(retry_after.is_some(), "a 503 says when to retry");
+    assert!(answer["error"].as_str().unwrap().contains("lease was lost"), "{answer}");
+
+    // The graph still takes loads, and A's table versions never leak into them.
+    let (status, body) = post_load(&client, &healthy.url, "", numbered_batch(4)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"]["seq"], 3, "seq 2 is the rollback marker of A's load");
+    let graph = reopen(&place).await;
+    assert_eq!(people_per_batch(&graph).await, BTreeMap::from([(1, 40), (4, 40)]), "nothing of A's batch");
+    assert_eq!(people_per_batch_at(&graph, "side", None).await, BTreeMap::from([(1, 40), (3, 40)]));
+    assert_eq!(counts(&graph, "main").await["Knows"], 2 * 39);
+    let kinds: Vec<_> = graph.log("main").await.unwrap().iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [CommitKind::Load, CommitKind::Rollback, CommitKind::Load, CommitKind::Init]);
+    assert_eq!(recovery_records(graph.root()).await, 0);
+    assert_heads_published(&graph).await;
+}
+
+/// The error contract (SPEC §4.7) over HTTP: a failure after the recovery
+/// record is written answers 503 `recovery_required` (never a claimed
+/// rollback) and the host then finishes it; a failure to delete the record
+/// after the publish does not turn a committed load into an error.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_after_the_record_answer_recovery_required_and_housekeeping_never_fails_a_load() {
+    let root = place().await;
+    let place = root.child("g");
+    let graph = init(&place).await;
+    load(&graph, "main", Mode::Merge, &numbered_batch(1)).await.unwrap();
+    let client = reqwest::Client::new();
+
+    let failing = start_host(&root, Some("table-commit-error=1*return"));
+    let (status, retry_after, answer) = post_once(&client, &failing.url, numbered_batch(2)).await;
+    assert_eq!((status, answer["code"].as_str()), (503, Some("recovery_required")), "{answer}");
+    assert!(retry_after.is_some());
+    assert!(answer["error"].as_str().unwrap().contains("injected table commit failure"), "{answer}");
+    // The host finished it while it held the lease: rolled back, its slot taken.
+    assert_eq!(recovery_records(&place.root()).await, 0);
+    let graph = reopen(&place).await;
+    assert_eq!(people_per_batch(&graph).await, BTreeMap::from([(1, 40)]));
+    assert_eq!(graph.head("main").await.unwrap().unwrap().kind, CommitKind::Rollback);
+    drop(failing);
+
+    let forgetful = start_host(&root, Some("record-delete-error=1*return"));
+    let (status, _, answer) = post_once(&client, &forgetful.url, numbered_batch(3)).await;
+    assert_eq!(status, 200, "the load is committed although its record stayed: {answer}");
+    assert_eq!(recovery_records(&place.root()).await, 1, "the record stayed");
+    let (status, _, answer) = post_once(&client, &forgetful.url, numbered_batch(4)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(recovery_records(&place.root()).await, 0, "the next load's recovery removed it");
+    let graph = reopen(&place).await;
+    assert_eq!(people_per_batch(&graph).await, BTreeMap::from([(1, 40), (3, 40), (4, 40)]), "batch 3 once, not rolled back");
+    assert_heads_published(&graph).await;
+}
+
+/// While one host finishes an interrupted load, loads elsewhere get 503
+/// `recovery_in_progress` with `Retry-After`, not a generic busy answer.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_during_another_hosts_recovery_get_recovery_in_progress() {
+    let root = place().await;
+    let place = root.child("g");
+    let graph = init(&place).await;
+    load(&graph, "main", Mode::Merge, &numbered_batch(1)).await.unwrap();
+    let client = reqwest::Client::new();
+    // A dies holding the lease, its record written.
+    let mut crashed = start_host(&root, Some("after-table-commit=sleep(20000)"));
+    let lost = tokio::spawn({
+        let (client, url) = (client.clone(), crashed.url.clone());
+        async move { post_once(&client, &url, numbered_batch(2)).await }
+    });
+    wait_for_record(&place.root()).await;
+    crashed.child.kill().unwrap();
+    crashed.child.wait().unwrap();
+    let _ = lost.await;
+    // B takes the lease over and spends a while in recovery (well within its own lease).
+    let slow = format!("during-recovery=sleep({})", lease_ttl_ms() + 3_000);
+    let recovering = start_host_with(&root, Some(&slow), 60_000, &[]);
+    let b = tokio::spawn({
+        let (client, url) = (client.clone(), recovering.url.clone());
+        async move { post_once(&client, &url, numbered_batch(3)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(lease_ttl_ms() + 1_000)).await;
+    // C waits briefly for the lease, then answers.
+    let impatient = start_host_with(&root, None, lease_ttl_ms(), &["--lease-wait-ms", "200"]);
+    let (status, retry_after, answer) = post_once(&client, &impatient.url, numbered_batch(5)).await;
+    assert_eq!((status, answer["code"].as_str()), (503, Some("recovery_in_progress")), "{answer}");
+    assert!(retry_after.is_some());
+    let (status, _, answer) = b.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let graph = reopen(&place).await;
+    assert_eq!(people_per_batch(&graph).await, BTreeMap::from([(1, 40), (3, 40)]));
 }

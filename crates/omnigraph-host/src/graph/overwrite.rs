@@ -16,7 +16,7 @@ use omnigraph_validate_wasm::{Mode, TableKind};
 use super::{Graph, LoadTimings, Receipt, Source};
 use crate::checks::{self, RemovedIdAllowance, Replacement, Snapshot};
 use crate::error::EngineError;
-use crate::manifest::{Commit, CommitKind, MAIN_BRANCH, TableCounts, check_branch_name, commit_path, table_path};
+use crate::manifest::{Commit, CommitKind, MAIN_BRANCH, TableCounts, check_branch_name, table_path};
 use crate::tables;
 
 /// The publish step of a multi-batch overwrite.
@@ -95,11 +95,7 @@ impl Graph {
                     empty.ok_or_else(|| EngineError::Corrupt(format!("main@0 has no {table}")))?,
                 );
             }
-            if !self
-                .root
-                .put_json_if_absent(&commit_path(name, commit.seq), &commit)
-                .await?
-            {
+            if !self.publish_commit(&commit).await? {
                 return Err(EngineError::BranchExists(name.to_owned()));
             }
             Ok(commit)
@@ -156,10 +152,7 @@ impl Graph {
                         .stage_and_commit(Mode::Overwrite, sources, &lease, commit, &mut timings)
                         .await?;
                     timings.commit = started.elapsed() - timings.sync;
-                    // Holding the lease, nobody else can publish on the branch.
-                    published
-                        .map(|commit| (commit, timings))
-                        .ok_or(EngineError::CommitConflict { attempts: 1 })
+                    Ok((published, timings))
                 }
             })
             .await?;

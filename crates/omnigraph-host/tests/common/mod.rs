@@ -183,6 +183,11 @@ pub async fn counts(graph: &Graph, branch: &str) -> BTreeMap<String, u64> {
 /// SPEC §4.2: no table's Lance head silently holds unpublished rows. For
 /// every branch, each table it owns is at its published version (or at a
 /// restore of it).
+/// How many recovery records (one per lease generation) are left.
+pub async fn recovery_records(root: &GraphRoot) -> usize {
+    root.list_names("_graph/recovery").await.unwrap().len()
+}
+
 pub async fn assert_heads_published(graph: &Graph) {
     for head in graph.branches().await.expect("branches") {
         let own = head.lance_branch.clone();
