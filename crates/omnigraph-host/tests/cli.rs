@@ -345,3 +345,36 @@ async fn recover_rolls_back_or_forward_a_crashed_load() {
         assert_heads_published(&graph).await;
     }
 }
+
+/// The error contract (SPEC §4.7) from the CLI: a load that fails after its
+/// recovery record exits 2 with `recovery_required` (never a claimed
+/// rollback), and the graph holds nothing of it; a load whose record cannot
+/// be deleted after the publish still succeeds.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_loads_keep_the_recovery_contract() {
+    let dir = place().await;
+    let graph = init(&dir).await;
+    load(&graph, "main", Mode::Merge, &person("A", 1)).await.unwrap();
+    drop(graph);
+    let files = tempfile::tempdir().unwrap();
+    let file = write_file(&files, "b.ndjson", &format!("{}{}", person("B", 2), knows("k1", "A", "B")));
+
+    let (code, _, stderr) = host_with_env(&dir, &["load"], &[&file], &[("FAILPOINTS", "table-commit-error=return")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error [recovery_required]") && stderr.contains("nothing is claimed"), "{stderr}");
+    assert!(!stderr.contains("rolled back"), "{stderr}");
+    let graph = reopen(&dir).await;
+    assert_eq!(counts(&graph, "main").await["Person"], 1, "nothing of the failed load");
+    assert_eq!(recovery_records(graph.root()).await, 0, "the CLI finished it while it held the lease");
+    drop(graph);
+
+    let (code, _, stderr) = host_with_env(&dir, &["load"], &[&file], &[("FAILPOINTS", "record-delete-error=return")]);
+    assert_eq!(code, Some(0), "housekeeping never fails a committed load: {stderr}");
+    assert!(stderr.contains("could not delete recovery record"), "the failure is logged: {stderr}");
+    let graph = reopen(&dir).await;
+    assert_eq!(counts(&graph, "main").await["Person"], 2);
+    assert_eq!(recovery_records(graph.root()).await, 0, "opening the graph recognised the load as published");
+    let kinds: Vec<_> = graph.log("main").await.unwrap().iter().map(|c| c.kind).collect();
+    assert_eq!(kinds.len(), 4, "init, A, the rollback marker, B: {kinds:?}");
+}
