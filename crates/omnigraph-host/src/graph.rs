@@ -2,9 +2,10 @@
 //! graph commit at a time. See docs/ARCHITECTURE.md for the protocol and
 //! its invariants, docs/storage.md for the layout.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Cursor;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
@@ -21,7 +22,7 @@ use crate::checks::{self, BatchTable, ExternalRef, Snapshot};
 use crate::error::EngineError;
 use crate::export::write_records;
 use crate::lease::{self, HeldLease, now_ms};
-use crate::limits::{DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS};
+use crate::limits::{DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS, MAX_TENURE_WRITES};
 use crate::manifest::{
     BRANCHES_DIR, CATALOG_PATH, Commit, CommitKind, CommitRef, FORMAT_VERSION, GRAPH_INFO_PATH, GraphInfo,
     MAIN_BRANCH, RECOVERY_DIR, RecoveryRecord, SCHEMA_PATH, StagedTable, TableCounts, TablePin, check_branch_name,
@@ -165,8 +166,27 @@ pub struct Graph {
     settings: GraphSettings,
     validator: Arc<Validator>,
     config: EngineConfig,
-    /// Serializes this process's writers; the lease serializes processes.
-    writer: tokio::sync::Mutex<()>,
+    /// Serializes this process's writers (the lease serializes processes),
+    /// and keeps the lease between back-to-back loads.
+    writer: tokio::sync::Mutex<Option<Tenure>>,
+    /// Writers waiting for `writer`: while one waits, the lease is kept for it.
+    waiting: AtomicUsize,
+    /// Branch heads known under the current tenure (published by this
+    /// process, or read under the lease): nobody else can publish while the
+    /// lease is unbroken, so a writer needs no request to find them. Cleared
+    /// whenever the lease is given up.
+    heads: std::sync::Mutex<HashMap<String, Commit>>,
+    /// Whether a load of the current tenure wrote its recovery record (it
+    /// is deleted when the lease is given up).
+    record_written: AtomicBool,
+}
+
+/// The lease a process keeps across back-to-back loads.
+struct Tenure {
+    lease: HeldLease,
+    /// Writes done under it: bounded by `MAX_TENURE_WRITES`, so a busy host
+    /// gives other hosts a turn.
+    writes: u32,
 }
 
 fn now_rfc3339() -> String {
@@ -278,7 +298,18 @@ impl Graph {
         config: EngineConfig,
     ) -> Graph {
         let schema = Arc::new(schema);
-        Graph { root, schema_source, schema, settings, validator, config, writer: tokio::sync::Mutex::new(()) }
+        Graph {
+            root,
+            schema_source,
+            schema,
+            settings,
+            validator,
+            config,
+            writer: tokio::sync::Mutex::new(None),
+            waiting: AtomicUsize::new(0),
+            heads: std::sync::Mutex::new(HashMap::new()),
+            record_written: AtomicBool::new(false),
+        }
     }
 
     /// The validator options of a load or dry run: the mode and reading, the
@@ -349,6 +380,7 @@ impl Graph {
         if !self.root.put_json_if_absent(&commit_path(&commit.branch, commit.seq), commit).await? {
             return Ok(false);
         }
+        self.heads.lock().expect("heads lock").insert(commit.branch.clone(), commit.clone());
         let hint = serde_json::to_vec_pretty(commit).expect("commits serialize");
         if let Err(e) = self.root.put(&head_hint_path(&commit.branch), hint).await {
             eprintln!("could not update the head hint of branch {} ({e}); readers probe past it", commit.branch);
@@ -360,6 +392,24 @@ impl Graph {
     pub async fn head(&self, branch: &str) -> Result<Option<Commit>, EngineError> {
         check_branch_name(branch)?;
         Ok(self.latest_commit(branch).await?.filter(|c| c.kind != CommitKind::Delete))
+    }
+
+    /// A branch's head for a writer holding the lease: from the tenure's
+    /// cache when known (no request), else read once and remembered.
+    async fn head_leased(&self, branch: &str) -> Result<Option<Commit>, EngineError> {
+        let known = self.heads.lock().expect("heads lock").get(branch).cloned();
+        let latest = match known {
+            Some(commit) => Some(commit),
+            None => {
+                check_branch_name(branch)?;
+                let latest = self.latest_commit(branch).await?;
+                if let Some(commit) = &latest {
+                    self.heads.lock().expect("heads lock").insert(branch.to_owned(), commit.clone());
+                }
+                latest
+            }
+        };
+        Ok(latest.filter(|c| c.kind != CommitKind::Delete))
     }
 
     async fn head_or_404(&self, branch: &str) -> Result<Commit, EngineError> {
@@ -538,12 +588,14 @@ impl Graph {
     }
 
     /// The commit a load builds on, and the fork base if it creates the branch.
-    async fn load_base(&self, branch: &str, from: Option<&str>) -> Result<(Commit, Option<CommitRef>), EngineError> {
-        if let Some(head) = self.head(branch).await? {
+    async fn load_base(&self, branch: &str, from: Option<&str>, leased: bool) -> Result<(Commit, Option<CommitRef>), EngineError> {
+        let head = if leased { self.head_leased(branch).await? } else { self.head(branch).await? };
+        if let Some(head) = head {
             return Ok((head, None));
         }
         let Some(from) = from else { return Err(EngineError::BranchNotFound(branch.to_owned())) };
-        let base = self.head_or_404(from).await?;
+        let base = if leased { self.head_leased(from).await? } else { self.head(from).await? };
+        let base = base.ok_or_else(|| EngineError::BranchNotFound(from.to_owned()))?;
         let base_ref = CommitRef { branch: base.branch.clone(), seq: base.seq };
         Ok((base, Some(base_ref)))
     }
@@ -553,7 +605,7 @@ impl Graph {
     pub async fn dry_run(&self, req: &LoadRequest) -> Result<DryRun, EngineError> {
         check_branch_name(&req.branch)?;
         let validated = self.validate(req).await?;
-        let (base, _) = self.load_base(&req.branch, req.from.as_deref()).await?;
+        let (base, _) = self.load_base(&req.branch, req.from.as_deref(), false).await?;
         let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
         let removed_id_limit = self.config.limits.max_removed_id_bytes;
         let outcome =
@@ -578,42 +630,116 @@ impl Graph {
 
     /// Runs `work` holding this process's writer lock and the graph's lease
     /// (waiting at most `wait` for it), after finishing any interrupted load;
-    /// `work` learns what that recovery did.
+    /// `work` learns what that recovery did. The lease is renewed while
+    /// `work` runs, and kept for the next writer of this process when one is
+    /// already waiting (back-to-back loads pay for the lease once); it is
+    /// released when none waits, after `MAX_TENURE_WRITES` writes, or after
+    /// a failure that needs recovery.
     async fn with_lease<'s, T, F, Fut>(&'s self, wait: Duration, work: F) -> Result<T, EngineError>
     where
         F: FnOnce(HeldLease, Recovered) -> Fut,
         Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
     {
-        let _writer = self.writer.lock().await;
-        let lease = match lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await {
-            Err(EngineError::LeaseBusy { owner, generation }) => {
-                return Err(if self.unfinished_before(generation).await? {
-                    EngineError::RecoveryInProgress
-                } else {
-                    EngineError::LeaseBusy { owner, generation }
-                });
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let mut held = self.writer.lock().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let kept = match held.take() {
+            Some(tenure) if tenure.lease.valid_for(self.publish_margin()) => Some(tenure),
+            Some(tenure) => {
+                self.give_up(&tenure.lease, true).await;
+                None
             }
-            other => other?,
+            None => None,
         };
-        let result = match self.recover_leased(lease.generation).await {
-            Ok(recovered) => work(lease.clone(), recovered).await,
-            Err(e) => Err(e),
+        let (mut tenure, recovered) = match kept {
+            Some(tenure) => (tenure, Recovered::Nothing),
+            None => {
+                let lease = match lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await {
+                    Err(EngineError::LeaseBusy { owner, generation }) => {
+                        return Err(if self.unfinished_before(generation).await? {
+                            EngineError::RecoveryInProgress
+                        } else {
+                            EngineError::LeaseBusy { owner, generation }
+                        });
+                    }
+                    other => other?,
+                };
+                // Heads known before this lease (from an earlier tenure, or
+                // published outside one, like `init`'s) may be stale now.
+                self.heads.lock().expect("heads lock").clear();
+                match self.recover_leased(lease.generation).await {
+                    Ok(recovered) => (Tenure { lease, writes: 0 }, recovered),
+                    Err(e) => {
+                        self.give_up(&lease, false).await;
+                        return Err(e);
+                    }
+                }
+            }
         };
+        tenure.writes += 1;
+        let result = tokio::select! {
+            result = work(tenure.lease.clone(), recovered) => result,
+            never = self.keep_renewed(&tenure.lease) => match never {},
+        };
+        let needs_recovery = matches!(result, Err(EngineError::RecoveryRequired { .. }));
         // A load that stopped after its record was written is finished now,
         // while this writer likely still holds the lease (else by the next
         // writer); its answer stays `recovery_required` either way.
-        if matches!(result, Err(EngineError::RecoveryRequired { .. }))
-            && lease.valid_for(self.publish_margin())
-            && let Err(e) = self.recover_leased(lease.generation).await
+        if needs_recovery
+            && tenure.lease.valid_for(self.publish_margin())
+            && let Err(e) = self.recover_leased(tenure.lease.generation).await
         {
             eprintln!("recovery after a failed load did not finish ({e}); the next writer finishes it");
         }
-        // Released even after a failure. A release that fails only delays the
-        // next writer until the lease expires: never an error for the load.
-        if let Err(e) = lease::release(&self.root, &lease).await {
-            eprintln!("could not release lease generation {} ({e}); it expires on its own", lease.generation);
+        let keep = !needs_recovery
+            && self.waiting.load(Ordering::Acquire) > 0
+            && tenure.writes < MAX_TENURE_WRITES
+            && tenure.lease.valid_for(self.publish_margin());
+        if keep {
+            *held = Some(tenure);
+        } else {
+            self.give_up(&tenure.lease, !needs_recovery).await;
         }
         result
+    }
+
+    /// Releases a lease and forgets what was known under it; `finished`:
+    /// the tenure's recovery record (if any) belongs to a published load and
+    /// is deleted. Housekeeping only: a failure is logged, never the load's
+    /// error (a record left behind is recognised by the next recovery; a
+    /// lease not released expires).
+    async fn give_up(&self, lease: &HeldLease, finished: bool) {
+        self.heads.lock().expect("heads lock").clear();
+        if self.record_written.swap(false, Ordering::AcqRel) && finished {
+            let path = recovery_path(lease.generation);
+            if let Err(e) = self.delete_own_record(&path).await {
+                eprintln!("could not delete recovery record {path} ({e}); the next recovery removes it");
+            }
+            fail_point!("after-record-delete");
+        }
+        if let Err(e) = lease::release(&self.root, lease).await {
+            eprintln!("could not release lease generation {} ({e}); it expires on its own", lease.generation);
+        }
+    }
+
+    async fn delete_own_record(&self, path: &str) -> Result<(), EngineError> {
+        fail_point!("record-delete-error", |_| Err(EngineError::Storage("injected failure deleting the recovery record".into())));
+        self.root.delete(path).await
+    }
+
+    /// Renews `lease` whenever half of it is left, for as long as it is
+    /// polled (alongside the work it protects). Stops renewing, quietly,
+    /// once it cannot: the fences keep a writer that lost its lease harmless.
+    async fn keep_renewed(&self, lease: &HeldLease) -> std::convert::Infallible {
+        let half = self.config.lease_ttl.as_millis() as u64 / 2;
+        loop {
+            let due = lease.expires_at_ms().saturating_sub(half);
+            tokio::time::sleep(Duration::from_millis(due.saturating_sub(now_ms()))).await;
+            match lease::renew(&self.root, lease, &self.config.owner, self.config.lease_ttl).await {
+                Ok(true) => {}
+                Ok(false) | Err(_) => std::future::pending::<()>().await,
+            }
+        }
     }
 
     /// Whether a recovery record older than lease `generation` is left: its
@@ -628,7 +754,7 @@ impl Graph {
         // Only an empty load's fork loops (its branch appeared meanwhile); a
         // load with rows is published or answers an error, its slot fenced.
         for _ in 1..=MAX_COMMIT_ATTEMPTS {
-            let (base, created_from) = self.load_base(&req.branch, req.from.as_deref()).await?;
+            let (base, created_from) = self.load_base(&req.branch, req.from.as_deref(), true).await?;
             let receipt = |commit: Option<Commit>, timings: LoadTimings| Receipt {
                 branch: req.branch.clone(),
                 created_from: created_from.clone(),
@@ -744,25 +870,15 @@ impl Graph {
         }
         fail_point!("after-stage");
         let record = RecoveryRecord { lease_generation: lease.generation, commit: commit.clone(), staged: staged_tables };
-        let record_path = recovery_path(lease.generation);
-        self.root.put(&record_path, serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
+        self.record_written.store(true, Ordering::Release);
+        self.root.put(&recovery_path(lease.generation), serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
         fail_point!("after-record");
-        let published = self
-            .commit_armed(staged, lease, commit, timings)
+        // The record stays until the lease is given up (`give_up`): the next
+        // load of the tenure overwrites it, and a record of a published load
+        // is recognised as such by recovery.
+        self.commit_armed(staged, lease, commit, timings)
             .await
-            .map_err(|cause| EngineError::RecoveryRequired { cause: Box::new(cause) })?;
-        // Housekeeping: the load is published whatever happens now. A record
-        // left behind is recognised as published by the next recovery.
-        if let Err(e) = self.delete_own_record(&record_path).await {
-            eprintln!("could not delete recovery record {record_path} ({e}); the next recovery removes it");
-        }
-        fail_point!("after-record-delete");
-        Ok(published)
-    }
-
-    async fn delete_own_record(&self, path: &str) -> Result<(), EngineError> {
-        fail_point!("record-delete-error", |_| Err(EngineError::Storage("injected failure deleting the recovery record".into())));
-        self.root.delete(path).await
+            .map_err(|cause| EngineError::RecoveryRequired { cause: Box::new(cause) })
     }
 
     /// The part of a load after its recovery record: the table commits, each
@@ -949,8 +1065,9 @@ impl Graph {
     /// The latest dataset of a Lance branch whose contents are `version`'s:
     /// anything committed above it and never published is restored away.
     async fn settle(&self, path: &str, lance_branch: Option<&str>, version: u64) -> Result<Dataset, EngineError> {
-        // Nothing above the pin (the common case) costs two manifest reads
-        // and no listing of the table's versions, however many there are.
+        // Nothing above the pin (the common case) costs two manifest reads.
+        // Opening the latest version would list the table's versions on S3
+        // (locally Lance reads its `latest_version_hint.json`): tests/requests.rs.
         let pinned = self.root.open_table_at(path, lance_branch, version).await?;
         match self.root.open_table_at(path, lance_branch, version + 1).await {
             Err(EngineError::Lance(

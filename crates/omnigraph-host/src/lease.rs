@@ -3,6 +3,8 @@
 //! once released or expired; creating the next one is atomic on a local disk
 //! and on S3-compatible stores, so exactly one contender wins.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::EngineError;
@@ -17,11 +19,11 @@ pub fn now_ms() -> u64 {
 const POLL: Duration = Duration::from_millis(25);
 
 /// A held lease. Release it with [`release`]; a holder that dies simply
-/// lets it expire.
+/// lets it expire. Clones share the expiry, which [`renew`] moves.
 #[derive(Debug, Clone)]
 pub struct HeldLease {
     pub generation: u64,
-    pub expires_at_ms: u64,
+    expires_at_ms: Arc<AtomicU64>,
 }
 
 impl HeldLease {
@@ -30,7 +32,11 @@ impl HeldLease {
     /// `lease-clock-trusted` failpoint plays a clock that is wrong.
     pub fn valid_for(&self, margin: Duration) -> bool {
         fail::fail_point!("lease-clock-trusted", |_| true);
-        now_ms() + margin.as_millis() as u64 <= self.expires_at_ms
+        now_ms() + margin.as_millis() as u64 <= self.expires_at_ms()
+    }
+
+    pub fn expires_at_ms(&self) -> u64 {
+        self.expires_at_ms.load(Ordering::Acquire)
     }
 }
 
@@ -57,7 +63,7 @@ pub async fn acquire(root: &GraphRoot, owner: &str, ttl: Duration, wait: Duratio
                 let generation = latest.map_or(1, |g| g + 1);
                 let lease = Lease { owner: owner.to_owned(), generation, expires_at_ms: now_ms() + ttl.as_millis() as u64 };
                 if root.put_json_if_absent(&lease_path(generation), &lease).await? {
-                    return Ok(HeldLease { generation, expires_at_ms: lease.expires_at_ms });
+                    return Ok(HeldLease { generation, expires_at_ms: Arc::new(AtomicU64::new(lease.expires_at_ms)) });
                 }
             }
             Some((owner, generation)) => {
@@ -68,6 +74,22 @@ pub async fn acquire(root: &GraphRoot, owner: &str, ttl: Duration, wait: Duratio
             }
         }
     }
+}
+
+/// Extends a held lease by `ttl` from now: its holder rewrites its own
+/// generation's object. `false` when a newer generation exists (the lease
+/// was taken over; renewing would be pointless). A renewal racing a
+/// takeover is harmless: the newest generation rules, and every durable
+/// effect of a load is fenced (docs/ARCHITECTURE.md).
+pub async fn renew(root: &GraphRoot, lease: &HeldLease, owner: &str, ttl: Duration) -> Result<bool, EngineError> {
+    if root.exists(&lease_path(lease.generation + 1)).await? {
+        return Ok(false);
+    }
+    let expires_at_ms = now_ms() + ttl.as_millis() as u64;
+    let renewed = Lease { owner: owner.to_owned(), generation: lease.generation, expires_at_ms };
+    root.put(&lease_path(lease.generation), serde_json::to_vec_pretty(&renewed).expect("lease serializes")).await?;
+    lease.expires_at_ms.store(expires_at_ms, Ordering::Release);
+    Ok(true)
 }
 
 /// Releases a lease and drops generations older than the previous one.

@@ -15,6 +15,11 @@ pub const MAX_COMMIT_ATTEMPTS: u32 = 5;
 /// graph for at most this long, then its lease is taken over.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
 
+/// Writes one process does under one lease while more of its writers wait
+/// (the lease is kept between back-to-back loads); then it is released so
+/// other hosts get a turn.
+pub const MAX_TENURE_WRITES: u32 = 64;
+
 /// A load waits this long for another host's lease (`EngineError::LeaseBusy`).
 pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(30);
 

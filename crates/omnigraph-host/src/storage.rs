@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
-use lance::io::{ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
+use lance::io::{ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor, WrappingObjectStore};
 use lance::Dataset;
 use lance::session::Session;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -35,6 +35,9 @@ pub struct GraphRoot {
     /// One Lance session (index, metadata and file caches) for every table
     /// this root opens: a load then reads warm indexes.
     session: Arc<Session>,
+    /// Wraps every object store of the root, the manifest's and Lance's
+    /// (e.g. to meter requests: tests/requests.rs).
+    wrapper: Option<Arc<dyn WrappingObjectStore>>,
 }
 
 impl std::fmt::Debug for GraphRoot {
@@ -85,7 +88,7 @@ impl GraphRoot {
             let store: Arc<dyn ObjectStore> =
                 if prefix.is_empty() { s3 } else { Arc::new(PrefixStore::new(s3, prefix)) };
             let uri = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
-            return Ok(GraphRoot { uri, local_dir: None, options, store, session: bounded_session() });
+            return Ok(GraphRoot { uri, local_dir: None, options, store, session: bounded_session(), wrapper: None });
         }
         if location.contains("://") {
             return Err(EngineError::InvalidRoot(format!("{location}: only local paths and s3:// are supported")));
@@ -101,7 +104,18 @@ impl GraphRoot {
             options,
             store: Arc::new(store),
             session: bounded_session(),
+            wrapper: None,
         })
+    }
+
+    /// The same root with every object store wrapped by `wrapper`: the
+    /// manifest's, and each one Lance opens for its tables.
+    pub fn with_store_wrapper(mut self, wrapper: Arc<dyn WrappingObjectStore>) -> GraphRoot {
+        self.store = wrapper.wrap("graph", self.store.clone());
+        self.wrapper = Some(wrapper);
+        // A fresh session: its registry must not hand out stores opened unwrapped.
+        self.session = bounded_session();
+        self
     }
 
     pub fn uri(&self) -> &str {
@@ -124,6 +138,7 @@ impl GraphRoot {
     pub fn store_params(&self) -> ObjectStoreParams {
         ObjectStoreParams {
             storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(self.options.clone()))),
+            object_store_wrapper: self.wrapper.clone(),
             ..Default::default()
         }
     }
@@ -146,7 +161,7 @@ impl GraphRoot {
 
     fn table_builder(&self, relative: &str) -> DatasetBuilder {
         DatasetBuilder::from_uri(&self.table_uri(relative))
-            .with_storage_options(self.options.clone())
+            .with_store_params(self.store_params())
             .with_session(self.session.clone())
     }
 
