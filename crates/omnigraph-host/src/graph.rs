@@ -32,6 +32,7 @@ use crate::storage::GraphRoot;
 use crate::tables;
 use crate::validator::{PrepareResult, Validator};
 
+mod maintain;
 mod overwrite;
 pub use overwrite::OverwritePublish;
 
@@ -179,6 +180,9 @@ pub struct Graph {
     /// Whether a load of the current tenure wrote its recovery record (it
     /// is deleted when the lease is given up).
     record_written: AtomicBool,
+    /// Set by every published load: maintenance may have work (the server's
+    /// background task looks only at graphs with it set).
+    maintenance_due: AtomicBool,
 }
 
 /// The lease a process keeps across back-to-back loads.
@@ -248,6 +252,7 @@ impl Graph {
             batch_id: None,
             batch_key: None,
             mode: None,
+            maintenance: None,
             lance_branch: None,
             tables: pins,
             counts: BTreeMap::new(),
@@ -309,6 +314,7 @@ impl Graph {
             waiting: AtomicUsize::new(0),
             heads: std::sync::Mutex::new(HashMap::new()),
             record_written: AtomicBool::new(false),
+            maintenance_due: AtomicBool::new(true),
         }
     }
 
@@ -381,6 +387,9 @@ impl Graph {
             return Ok(false);
         }
         self.heads.lock().expect("heads lock").insert(commit.branch.clone(), commit.clone());
+        if commit.kind == CommitKind::Load {
+            self.maintenance_due.store(true, Ordering::Release);
+        }
         let hint = serde_json::to_vec_pretty(commit).expect("commits serialize");
         if let Err(e) = self.root.put(&head_hint_path(&commit.branch), hint).await {
             eprintln!("could not update the head hint of branch {} ({e}); readers probe past it", commit.branch);
@@ -553,6 +562,7 @@ impl Graph {
             batch_id,
             batch_key: None,
             mode: mode.map(|m| m.as_str().to_owned()),
+            maintenance: None,
             lance_branch,
             tables: parent.tables.clone(),
             counts: BTreeMap::new(),
@@ -677,10 +687,17 @@ impl Graph {
             }
         };
         tenure.writes += 1;
-        let result = tokio::select! {
-            result = work(tenure.lease.clone(), recovered) => result,
-            never = self.keep_renewed(&tenure.lease) => match never {},
-        };
+        // On its own task, so a load busy on its thread cannot starve it; and
+        // stopped however the work ends, a panic included (a lease renewed
+        // by an orphaned task would never expire).
+        let renewer = AbortOnDrop(tokio::spawn(keep_renewed(
+            self.root.clone(),
+            tenure.lease.clone(),
+            self.config.owner.clone(),
+            self.config.lease_ttl,
+        )));
+        let result = work(tenure.lease.clone(), recovered).await;
+        drop(renewer);
         let needs_recovery = matches!(result, Err(EngineError::RecoveryRequired { .. }));
         // A load that stopped after its record was written is finished now,
         // while this writer likely still holds the lease (else by the next
@@ -725,21 +742,6 @@ impl Graph {
     async fn delete_own_record(&self, path: &str) -> Result<(), EngineError> {
         fail_point!("record-delete-error", |_| Err(EngineError::Storage("injected failure deleting the recovery record".into())));
         self.root.delete(path).await
-    }
-
-    /// Renews `lease` whenever half of it is left, for as long as it is
-    /// polled (alongside the work it protects). Stops renewing, quietly,
-    /// once it cannot: the fences keep a writer that lost its lease harmless.
-    async fn keep_renewed(&self, lease: &HeldLease) -> std::convert::Infallible {
-        let half = self.config.lease_ttl.as_millis() as u64 / 2;
-        loop {
-            let due = lease.expires_at_ms().saturating_sub(half);
-            tokio::time::sleep(Duration::from_millis(due.saturating_sub(now_ms()))).await;
-            match lease::renew(&self.root, lease, &self.config.owner, self.config.lease_ttl).await {
-                Ok(true) => {}
-                Ok(false) | Err(_) => std::future::pending::<()>().await,
-            }
-        }
     }
 
     /// Whether a recovery record older than lease `generation` is left: its
@@ -901,14 +903,12 @@ impl Graph {
                 return Err(EngineError::LeaseExpired);
             }
             fail_point!("table-commit-error", |_| Err(EngineError::Storage("injected table commit failure".into())));
-            let mut ds = tables::commit(one).await?;
+            let ds = tables::commit(one).await?;
             let landed_at = ds.version().version;
             if landed_at != read_version + 1 {
                 return Err(EngineError::Fenced { table: def.name.clone(), staged_on: read_version, landed_at });
             }
             fail_point!("after-table-commit");
-            tables::maintain_fragments(&mut ds).await?;
-            tables::maintain_indexes(&mut ds, def).await?;
             commit.tables.insert(def.name.clone(), TablePin { lance_branch: target.clone(), version: ds.version().version });
         }
         let synced = Instant::now();
@@ -1105,6 +1105,29 @@ impl Graph {
             }
         }
         Ok(())
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Renews `lease` whenever half of it is left, until aborted (when the work
+/// it protects ends). Stops, quietly, once it cannot: the fences keep a
+/// writer that lost its lease harmless.
+async fn keep_renewed(root: GraphRoot, lease: HeldLease, owner: String, ttl: Duration) {
+    let half = ttl.as_millis() as u64 / 2;
+    loop {
+        let due = lease.expires_at_ms().saturating_sub(half);
+        tokio::time::sleep(Duration::from_millis(due.saturating_sub(now_ms()))).await;
+        if !matches!(lease::renew(&root, &lease, &owner, ttl).await, Ok(true)) {
+            return;
+        }
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ServerConfig {
     pub body_read_timeout: Duration,
     /// Deadline for a request's head; slower connections are closed.
     pub header_read_timeout: Duration,
+    /// How often background maintenance looks for graphs loads changed
+    /// (`None`: no background maintenance; run `omnigraph-host optimize`).
+    pub maintenance_interval: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -78,6 +81,7 @@ impl ServerConfig {
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            maintenance_interval: Some(crate::limits::MAINTENANCE_INTERVAL),
         }
     }
 }
@@ -859,6 +863,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let header_read_timeout = state.config.header_read_timeout;
+    let maintenance = state.config.maintenance_interval.map(|every| tokio::spawn(maintain_forever(state.clone(), every)));
     let app = router(state);
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -894,7 +899,40 @@ pub async fn serve(
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
+    if let Some(maintenance) = maintenance {
+        maintenance.abort();
+    }
     let _ = stop.send(true);
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// The server's maintenance (SPEC §4.7): every `every`, each open graph
+/// that loads changed gets maintenance steps until it needs none. A step
+/// holds the graph's writer lock, so a load waits for at most one step; a
+/// graph another host holds the lease of is tried again later.
+async fn maintain_forever(state: Arc<AppState>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let graphs: Vec<(String, Arc<Graph>)> =
+            state.graphs.lock().await.iter().map(|(id, g)| (id.clone(), g.clone())).collect();
+        for (id, graph) in graphs {
+            if !graph.take_maintenance_due() {
+                continue;
+            }
+            loop {
+                match graph.maintain_step().await {
+                    Ok(Some(_)) => state.metrics.maintenance_step(),
+                    Ok(None) => break,
+                    Err(e) => {
+                        if !matches!(e, EngineError::LeaseBusy { .. } | EngineError::RecoveryInProgress) {
+                            eprintln!("maintenance of graph {id} stopped: {e}");
+                        }
+                        graph.maintenance_owed();
+                        break;
+                    }
+                }
+            }
+        }
+    }
 }

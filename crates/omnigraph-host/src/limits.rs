@@ -28,16 +28,33 @@ pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(30);
 pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
 
 /// Rows appended since a table's scalar indexes were last updated: past this
-/// many, a load folds them into the indexes before it publishes, so lookups
+/// many, maintenance folds them into the indexes (one step), so lookups
 /// stay proportional to the batch.
 pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
 /// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
 pub const LOOKUP_CHUNK: usize = 4_096;
 
-/// Fragments of a table before a load compacts them (each load adds one):
-/// merges and lookups cost per fragment.
-pub const MAX_FRAGMENTS: usize = 32;
+/// A fragment with fewer rows is small: only small fragments are compacted,
+/// into fragments of up to this many rows, so a large fragment is never
+/// rewritten to absorb a small one.
+pub const COMPACT_FRAGMENT_ROWS: usize = 131_072;
+
+/// Small fragments of a table (each load adds one or two) before
+/// maintenance compacts them: merges and lookups cost per fragment.
+pub const MIN_SMALL_FRAGMENTS: usize = 8;
+
+/// Compaction tasks (each at most `COMPACT_FRAGMENT_ROWS` rows) in one
+/// maintenance step: a load waits for at most one step.
+pub const MAX_COMPACTION_TASKS_PER_STEP: usize = 1;
+
+/// Maintenance steps the CLI runs after each batch of a split file on a
+/// local root: enough to keep up with what one batch adds.
+pub const MAINTENANCE_STEPS_PER_BATCH: usize = 4;
+
+/// How often the server looks for graphs that loads have changed since
+/// their last maintenance.
+pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Lance's index cache per graph root (the BTree pages of `_id`, `_src`,
 /// `_dst` and @unique lookups). Past it, least-recently-used pages are

@@ -133,6 +133,10 @@ enum Command {
         /// Seconds a request's head may take to arrive (slower connections are closed).
         #[arg(long, default_value_t = omnigraph_host::limits::DEFAULT_HEADER_READ_TIMEOUT.as_secs())]
         header_read_timeout_secs: u64,
+        /// How often background maintenance looks for graphs that loads
+        /// changed, in milliseconds; 0 turns it off (then run `optimize`).
+        #[arg(long, default_value_t = omnigraph_host::limits::MAINTENANCE_INTERVAL.as_millis() as u64)]
+        maintenance_interval_ms: u64,
     },
     /// Validate a file offline with the validator artifact in wasmtime.
     Validate {
@@ -218,6 +222,16 @@ enum Command {
     Recover {
         #[command(flatten)]
         root: RootArgs,
+    },
+    /// Maintain a graph until nothing needs work: create the indexes the
+    /// checks and `@index` ask for, fold new rows into them, compact small
+    /// fragments; one `maintain` commit per step (a server does this itself).
+    Optimize {
+        #[command(flatten)]
+        root: RootArgs,
+        /// Stop after this many steps.
+        #[arg(long, default_value_t = 1_000)]
+        max_steps: usize,
     },
 }
 
@@ -354,7 +368,19 @@ async fn run(command: Command) -> Result<(), Failure> {
             let graph = Graph::init_with(root.create_root()?, &source, settings, validator()?, root.engine_config()?).await?;
             eprintln!("created graph at {} (schema {})", graph.root().uri(), graph.schema().hash());
         }
-        Command::Serve { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs, header_read_timeout_secs } => {
+        Command::Serve {
+            root,
+            listen,
+            auth,
+            open,
+            demo,
+            max_loads_per_actor,
+            max_batch_bytes,
+            max_inflight_bytes,
+            body_read_timeout_secs,
+            header_read_timeout_secs,
+            maintenance_interval_ms,
+        } => {
             let auth = match (auth, open) {
                 (Some(path), _) => {
                     Auth::from_toml(&String::from_utf8_lossy(&read(&path)?)).map_err(Failure::Operational)?
@@ -375,6 +401,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             config.max_loads_per_actor = max_loads_per_actor;
             config.max_inflight_bytes = max_inflight_bytes;
             config.body_read_timeout = Duration::from_secs(body_read_timeout_secs);
+            config.maintenance_interval = (maintenance_interval_ms > 0).then(|| Duration::from_millis(maintenance_interval_ms));
             config.header_read_timeout = Duration::from_secs(header_read_timeout_secs);
             if let Some(bytes) = max_batch_bytes {
                 config.engine.limits.max_batch_bytes = bytes;
@@ -463,6 +490,11 @@ async fn run(command: Command) -> Result<(), Failure> {
             // Not `open`: it would recover first, and this command reports what recovery did.
             let graph = Graph::open_unrecovered(root.open_root()?, validator()?, root.engine_config()?).await?;
             print_json(&graph.recover_with_wait(EngineConfig::default().lease_wait).await?);
+        }
+        Command::Optimize { root, max_steps } => {
+            for commit in root.open().await?.optimize(max_steps).await? {
+                print_json(&commit);
+            }
         }
     }
     Ok(())
@@ -627,6 +659,24 @@ impl Target {
         }
     }
 
+    /// Between the batches of a split file, on a local root: the maintenance
+    /// a server would do in the background (a few bounded steps, each its own
+    /// `maintain` commit), so a long file's checks keep using indexes and few
+    /// fragments. A server target maintains itself.
+    async fn maintain(&self) {
+        let Target::Local(graph) = self else { return };
+        for _ in 0..omnigraph_host::limits::MAINTENANCE_STEPS_PER_BATCH {
+            match graph.maintain_step().await {
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    eprintln!("maintenance skipped ({e}); `omnigraph-host optimize` catches up");
+                    return;
+                }
+            }
+        }
+    }
+
     /// The batch keys already committed on `branch` (none if it does not exist).
     async fn committed_keys(&self, branch: &str) -> Result<Vec<String>, Failure> {
         let commits: Vec<serde_json::Value> = match self {
@@ -778,6 +828,7 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                     checkpoint.next = Position { pass: batch.pass, offset: batch.end };
                     checkpoint.write(&checkpoint_path).map_err(operational)?;
                     commits += 1;
+                    target.maintain().await;
                     let done = if batch.pass == Pass::Edges { len / 2 + batch.end / 2 } else { batch.end / 2 };
                     bar.set_position(done);
                     bar.set_message(format!("{commits} commits ({})", if batch.pass == Pass::Edges { "edges" } else { "nodes" }));

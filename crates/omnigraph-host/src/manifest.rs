@@ -61,6 +61,9 @@ pub enum CommitKind {
     Fork,
     /// The branch was deleted; a later fork of the same name continues the chain.
     Delete,
+    /// Maintenance rewrote one table (compaction, index fold or a new
+    /// index): the same rows, in a layout that keeps loads fast.
+    Maintain,
     /// Recovery rolled an interrupted load back: the tables are the parent's.
     /// It takes the load's sequence number, so the interrupted writer (which
     /// may still be running, its lease lost) can never publish the load.
@@ -96,6 +99,9 @@ pub struct Commit {
     pub batch_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// What a `maintain` commit did to its table (e.g. "compact small fragments").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<String>,
     /// The Lance branch this graph branch writes to: absent for `main`,
     /// `<branch>-<seq of its fork commit>` otherwise, so a branch deleted and
     /// created again never shares Lance branches with its earlier life.

@@ -43,6 +43,7 @@ struct State {
     rows: BTreeMap<String, u64>,
     bytes: u64,
     requests: u64,
+    maintenance_steps: u64,
     validation: Histogram,
     checks: Histogram,
     commit: Histogram,
@@ -64,6 +65,11 @@ impl Metrics {
         let mut s = self.state.lock().expect("metrics lock");
         *s.loads.entry(outcome).or_default() += 1;
         s.bytes += bytes;
+    }
+
+    /// A published maintenance step (a `maintain` commit).
+    pub fn maintenance_step(&self) {
+        self.state.lock().expect("metrics lock").maintenance_steps += 1;
     }
 
     pub fn rows(&self, table: &str, rows: u64) {
@@ -92,6 +98,8 @@ impl Metrics {
         }
         out.push_str("# HELP omnigraph_load_bytes_total Bytes of load bodies read.\n# TYPE omnigraph_load_bytes_total counter\n");
         writeln!(out, "omnigraph_load_bytes_total {}", s.bytes).unwrap();
+        out.push_str("# HELP omnigraph_maintenance_steps_total Maintenance steps published (maintain commits).\n# TYPE omnigraph_maintenance_steps_total counter\n");
+        writeln!(out, "omnigraph_maintenance_steps_total {}", s.maintenance_steps).unwrap();
         s.validation.write(&mut out, "omnigraph_validation_seconds", "Validation time per load (wasm).");
         s.checks.write(&mut out, "omnigraph_checks_seconds", "Stateful check time per load.");
         s.commit.write(&mut out, "omnigraph_commit_seconds", "Stage, commit and publish time per load.");

@@ -26,7 +26,9 @@ use lance_index::scalar::ScalarIndexParams;
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::limits::{LOOKUP_CHUNK, MAX_FRAGMENTS, MAX_UNINDEXED_ROWS};
+use crate::limits::{COMPACT_FRAGMENT_ROWS, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP, MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS};
+use lance::dataset::index::DatasetIndexRemapperOptions;
+use lance::dataset::optimize::{CompactionOptions, commit_compaction, plan_compaction};
 use crate::manifest::TablePin;
 use crate::storage::GraphRoot;
 
@@ -184,32 +186,40 @@ pub async fn commit(staged: Staged) -> Result<Dataset, EngineError> {
     Ok(builder.execute(staged.transaction).await?)
 }
 
-/// Rewrites many small fragments (one per load) into few large ones once a
-/// table has more than [`MAX_FRAGMENTS`]: lookups and merges cost per
-/// fragment. One more Lance version; returns whether it made one.
-pub async fn maintain_fragments(ds: &mut Dataset) -> Result<bool, EngineError> {
-    if ds.get_fragments().len() <= MAX_FRAGMENTS {
-        return Ok(false);
-    }
-    lance::dataset::optimize::compact_files(ds, lance::dataset::optimize::CompactionOptions::default(), None).await?;
-    Ok(true)
+/// One bounded maintenance job of a table, the most urgent first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    /// An index the schema asks for does not exist yet.
+    CreateIndex { column: String, name: String },
+    /// Indexes more than [`MAX_UNINDEXED_ROWS`] rows behind the table.
+    FoldIndexes(Vec<String>),
+    /// At least [`MIN_SMALL_FRAGMENTS`] fragments under [`COMPACT_FRAGMENT_ROWS`] rows.
+    Compact,
 }
 
-/// Brings the table's scalar indexes up to date when they are missing or
-/// more than [`MAX_UNINDEXED_ROWS`] rows behind. Each change is one more
-/// Lance version; returns whether it made any.
-pub async fn maintain_indexes(ds: &mut Dataset, def: &TypeDef) -> Result<bool, EngineError> {
+impl Job {
+    pub fn describe(&self) -> String {
+        match self {
+            Job::CreateIndex { name, .. } => format!("create index {name}"),
+            Job::FoldIndexes(names) => format!("fold new rows into {}", names.join(", ")),
+            Job::Compact => "compact small fragments".to_owned(),
+        }
+    }
+}
+
+/// The next maintenance job a table needs, if any. `declared`: the columns
+/// the schema's `@index` asks for, besides the ones checks look up.
+pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Result<Option<Job>, EngineError> {
     let existing = ds.load_indices().await?;
-    let mut changed = false;
     let mut stale = Vec::new();
-    for column in indexed_columns(def) {
+    let mut columns = indexed_columns(def);
+    columns.extend(declared.iter().filter(|c| !columns.contains(c)).cloned().collect::<Vec<_>>());
+    for column in columns {
         let name = index_name(&column);
-        // An index is several segments of one name (a delta per optimize).
+        // An index is several segments of one name (a delta per fold).
         let segments: Vec<_> = existing.iter().filter(|i| i.name == name).collect();
         if segments.is_empty() {
-            ds.create_index(&[column.as_str()], IndexType::BTree, Some(name), &ScalarIndexParams::default(), true).await?;
-            changed = true;
-            continue;
+            return Ok(Some(Job::CreateIndex { column, name }));
         }
         let mut covered = roaring::RoaringBitmap::new();
         for segment in segments {
@@ -226,10 +236,41 @@ pub async fn maintain_indexes(ds: &mut Dataset, def: &TypeDef) -> Result<bool, E
         }
     }
     if !stale.is_empty() {
-        ds.optimize_indices(&OptimizeOptions::merge(1).index_names(stale)).await?;
-        changed = true;
+        return Ok(Some(Job::FoldIndexes(stale)));
     }
-    Ok(changed)
+    let small = ds.get_fragments().iter().filter(|f| f.metadata().physical_rows.unwrap_or(0) < COMPACT_FRAGMENT_ROWS).count();
+    Ok((small >= MIN_SMALL_FRAGMENTS).then_some(Job::Compact))
+}
+
+/// Runs one job: exactly one more Lance version, with new indexes warmed
+/// before it is published. `None`: nothing to do after all (Lance's
+/// compaction planner found no run of small fragments to merge).
+pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, EngineError> {
+    match job {
+        Job::CreateIndex { column, name } => {
+            ds.create_index(&[column.as_str()], IndexType::BTree, Some(name.clone()), &ScalarIndexParams::default(), true).await?;
+            ds.prewarm_index(name).await?;
+        }
+        Job::FoldIndexes(names) => {
+            ds.optimize_indices(&OptimizeOptions::merge(1).index_names(names.clone())).await?;
+            for name in names {
+                ds.prewarm_index(name).await?;
+            }
+        }
+        Job::Compact => {
+            let options = CompactionOptions { target_rows_per_fragment: COMPACT_FRAGMENT_ROWS, ..Default::default() };
+            let plan = plan_compaction(&ds, &options).await?;
+            let mut rewritten = Vec::new();
+            for task in plan.compaction_tasks().take(MAX_COMPACTION_TASKS_PER_STEP) {
+                rewritten.push(task.execute(&ds).await?);
+            }
+            if rewritten.is_empty() {
+                return Ok(None);
+            }
+            commit_compaction(&mut ds, rewritten, Arc::new(DatasetIndexRemapperOptions::default()), &options).await?;
+        }
+    }
+    Ok(Some(ds))
 }
 
 /// Rows of `ds` whose `column` is one of `values`, projected to `project`.

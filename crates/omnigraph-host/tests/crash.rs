@@ -161,3 +161,23 @@ async fn a_load_that_loses_the_branch_head_answers_recovery_required_and_leaves_
     assert_eq!(counts(&graph, "main").await["Person"], 3);
     scenario.teardown();
 }
+
+/// A load that takes longer than its lease (here: stalled 2.5 leases of
+/// 1.5 s after staging) still commits: its lease is renewed while it runs,
+/// so nobody takes it over and the load is not given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_longer_than_its_lease_renews_it_and_commits() {
+    let scenario = fail::FailScenario::setup();
+    let dir = place().await;
+    let ttl = Duration::from_millis(1_500);
+    let graph = omnigraph_host::Graph::init(dir.root(), SCHEMA, validator(), omnigraph_host::EngineConfig { lease_ttl: ttl, ..config() })
+        .await
+        .unwrap();
+    fail::cfg("after-stage", "sleep(3750)").unwrap();
+    let receipt = load(&graph, "main", Mode::Merge, &batch()).await;
+    fail::remove("after-stage");
+    let commit = receipt.expect("the renewed lease outlived the load").commit.unwrap();
+    assert_eq!(commit.seq, 1);
+    assert_eq!(counts(&graph, "main").await["Person"], 2);
+    scenario.teardown();
+}

@@ -271,20 +271,28 @@ async fn a_second_init_is_refused_and_open_reads_the_graph() {
 async fn compaction_and_index_merges_keep_every_commit_readable() {
     let dir = place().await;
     let g = init(&dir).await;
-    // More loads than MAX_FRAGMENTS (compaction) and more rows than
-    // MAX_UNINDEXED_ROWS (an index merge).
+    // More small fragments than MIN_SMALL_FRAGMENTS (compaction) and more
+    // rows than MAX_UNINDEXED_ROWS (an index fold), maintained between loads
+    // (maintenance steps, as the server's background task runs them).
     let big = |n: usize| (0..8_192).map(|i| person(&format!("b{n}-{i}"), (i % 150) as u32)).collect::<String>();
     for n in 0..9 {
         load(&g, "main", Mode::Merge, &big(n)).await.unwrap();
+        g.optimize(4).await.unwrap();
     }
     for n in 0..30 {
         load(&g, "main", Mode::Merge, &person(&format!("s{n}"), 1)).await.unwrap();
+        g.optimize(4).await.unwrap();
     }
-    assert!(omnigraph_host::limits::MAX_FRAGMENTS < 39 && omnigraph_host::limits::MAX_UNINDEXED_ROWS < 9 * 8_192);
+    let limits = (omnigraph_host::limits::MIN_SMALL_FRAGMENTS, omnigraph_host::limits::MAX_UNINDEXED_ROWS);
+    assert!(limits.0 < 39 && limits.1 < 9 * 8_192);
     let people = omnigraph_host::tables::latest_on(g.root(), "nodes/Person.lance", None).await.unwrap().unwrap();
-    assert!(people.get_fragments().len() <= omnigraph_host::limits::MAX_FRAGMENTS, "compacted");
+    assert!(people.get_fragments().len() <= limits.0 + 1, "compacted: {}", people.get_fragments().len());
+    let log = g.log("main").await.unwrap();
+    assert!(log.iter().any(|c| c.maintenance.as_deref() == Some("compact small fragments")));
+    assert!(log.iter().any(|c| c.maintenance.as_deref().is_some_and(|m| m.starts_with("fold new rows"))));
     assert_eq!(counts(&g, "main").await["Person"], 9 * 8_192 + 30);
-    assert_eq!(g.row_counts("main", Some(3)).await.unwrap()["Person"], 3 * 8_192, "an old commit reads as it was");
+    let third = log.iter().filter(|c| c.kind == omnigraph_host::manifest::CommitKind::Load).nth_back(2).unwrap().seq;
+    assert_eq!(g.row_counts("main", Some(third)).await.unwrap()["Person"], 3 * 8_192, "an old commit reads as it was");
     // Lookups after the rewrites still find old and new ids.
     let clash = format!("{}{}{}", person("b0-17", 1), person("s29", 1), person("fresh", 1));
     assert_eq!(

@@ -105,6 +105,19 @@ impl Graph {
 
     /// Replaces the tables of `types` on `branch` by the work branch's, in
     /// one graph commit, then deletes the work branch.
+    /// The newest commit at or below `head` that is not maintenance, walking
+    /// back no further than sequence number `floor`.
+    async fn last_change_since(&self, head: &Commit, floor: u64) -> Result<Commit, EngineError> {
+        let mut commit = head.clone();
+        while commit.kind == CommitKind::Maintain && commit.seq > floor {
+            match &commit.parent {
+                Some(parent) if parent.branch == commit.branch => commit = self.commit_at(&commit.branch, parent.seq).await?,
+                _ => break,
+            }
+        }
+        Ok(commit)
+    }
+
     pub async fn publish_overwrite(&self, req: OverwritePublish) -> Result<Receipt, EngineError> {
         check_branch_name(&req.branch)?;
         check_branch_name(&req.work)?;
@@ -116,10 +129,13 @@ impl Graph {
                 async move {
                     let mut timings = LoadTimings::default();
                     let head = self.head_or_404(&req.branch).await?;
-                    if req.batch_key.is_some() && head.batch_key == req.batch_key {
-                        return Ok((head, timings)); // published before (a retried request)
+                    // Maintenance commits since (same rows) neither move the
+                    // target nor hide a publish done before.
+                    let changed = self.last_change_since(&head, req.base_seq).await?;
+                    if req.batch_key.is_some() && changed.batch_key == req.batch_key {
+                        return Ok((changed, timings)); // published before (a retried request)
                     }
-                    if head.seq != req.base_seq {
+                    if changed.seq != req.base_seq {
                         return Err(EngineError::TargetMoved {
                             branch: req.branch.clone(),
                             expected_seq: req.base_seq,

@@ -271,6 +271,8 @@ pub async fn start_at(
     let mut server_config = omnigraph_host::http::ServerConfig::new(place.uri.clone(), auth);
     server_config.storage = place.options.clone();
     server_config.engine = config();
+    // Commit sequences stay exact; tests of maintenance turn it on.
+    server_config.maintenance_interval = None;
     tweak(&mut server_config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

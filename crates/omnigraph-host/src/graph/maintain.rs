@@ -1,0 +1,122 @@
+//! Maintenance off the load path (SPEC §4.7): index creation (every index
+//! the checks look up and every `@index` the schema declares), index folds
+//! and compaction of small fragments. Each is one bounded step under the
+//! lease, one Lance version of one table, published as a graph commit of
+//! kind `maintain` (same rows, new pin), so readers and recovery see it like
+//! any other commit. A step that crashes before its publish leaves only a
+//! table version above its pin, which the next writer restores away (the
+//! rows are the same); so maintenance needs no recovery record.
+
+use std::sync::atomic::Ordering;
+
+use fail::fail_point;
+use lance::Dataset;
+use lance::dataset::transaction::Operation;
+use omnigraph_validate_wasm::{DST_COLUMN, SRC_COLUMN, TableKind, TypeDef};
+
+use super::Graph;
+use crate::error::EngineError;
+use crate::manifest::{Commit, CommitKind, TablePin, table_path};
+use crate::tables;
+
+impl Graph {
+    /// Runs one bounded maintenance step on the first table, of any branch,
+    /// that needs one, and publishes it; `None` when nothing needs work.
+    /// Waits for no other host: `LeaseBusy` then means "later".
+    pub async fn maintain_step(&self) -> Result<Option<Commit>, EngineError> {
+        self.with_lease(std::time::Duration::ZERO, |lease, _| async move {
+            for head in self.branches().await? {
+                for def in &self.schema.types {
+                    let pin = &head.tables[&def.name];
+                    // A table another branch owns is maintained through it.
+                    if pin.lance_branch != head.lance_branch {
+                        continue;
+                    }
+                    let path = table_path(def.kind, &def.name);
+                    let ds = self.settle(&path, pin.lance_branch.as_deref(), pin.version).await?;
+                    let Some(job) = tables::next_job(&ds, def, &self.declared_indexes(def)).await? else { continue };
+                    let read_version = ds.version().version;
+                    let Some(ds) = tables::run_job(ds, &job).await? else { continue };
+                    let landed_at = ds.version().version;
+                    // Fenced like a load's commit: nothing but this step's own
+                    // versions (a compaction is two: reserve, rewrite) above the pin.
+                    if !steps_only(&ds, read_version).await? {
+                        return Err(EngineError::Fenced { table: def.name.clone(), staged_on: read_version, landed_at });
+                    }
+                    fail_point!("after-maintain-commit");
+                    let mut commit = self.next_commit(&head.branch, &head, CommitKind::Maintain, "maintenance", None, None).await?;
+                    commit.maintenance = Some(job.describe());
+                    commit.tables.insert(def.name.clone(), TablePin { lance_branch: pin.lance_branch.clone(), version: landed_at });
+                    self.sync_tables().await?;
+                    if !lease.valid_for(self.publish_margin()) {
+                        return Err(EngineError::LeaseExpired);
+                    }
+                    if !self.publish_commit(&commit).await? {
+                        return Err(EngineError::SlotTaken { branch: commit.branch, seq: commit.seq });
+                    }
+                    fail_point!("after-maintain-publish");
+                    return Ok(Some(commit));
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// Runs maintenance steps until nothing needs work (at most `max_steps`);
+    /// the commits it published.
+    pub async fn optimize(&self, max_steps: usize) -> Result<Vec<Commit>, EngineError> {
+        let mut done = Vec::new();
+        while done.len() < max_steps {
+            match self.maintain_step().await? {
+                Some(commit) => done.push(commit),
+                None => break,
+            }
+        }
+        Ok(done)
+    }
+
+    /// Whether a load was published since the last call (then maintenance
+    /// may have work): the server's background task asks before it looks.
+    pub fn take_maintenance_due(&self) -> bool {
+        self.maintenance_due.swap(false, Ordering::AcqRel)
+    }
+
+    /// Maintenance could not finish (another host held the lease, a step
+    /// failed): try again at the next round.
+    pub fn maintenance_owed(&self) {
+        self.maintenance_due.store(true, Ordering::Release);
+    }
+
+    /// The columns a type's `@index` declarations name (their first member;
+    /// a BTree per column), as stored: edge endpoints are `_src`/`_dst`.
+    fn declared_indexes(&self, def: &TypeDef) -> Vec<String> {
+        let catalog = self.schema.catalog();
+        let types = if def.kind == TableKind::Edge { &catalog.edges } else { &catalog.nodes };
+        let Some(declared) = types.iter().find(|t| t.name == def.name) else { return Vec::new() };
+        declared
+            .index
+            .iter()
+            .filter_map(|names| names.first())
+            .filter_map(|name| match name.as_str() {
+                "src" if def.kind == TableKind::Edge => Some(SRC_COLUMN.to_owned()),
+                "dst" if def.kind == TableKind::Edge => Some(DST_COLUMN.to_owned()),
+                other => def.prop(other).filter(|&p| def.props[p].ty.is_scalar()).map(|_| other.to_owned()),
+            })
+            .collect()
+    }
+}
+
+/// Whether every version of `ds` above `read_version` is a maintenance step's
+/// own kind of change (index creation or fold, fragment reservation,
+/// rewrite): a load, overwrite or restore of another writer in between
+/// would mean this step lost the lease.
+async fn steps_only(ds: &Dataset, read_version: u64) -> Result<bool, EngineError> {
+    for version in read_version + 1..=ds.version().version {
+        let operation = ds.read_transaction_by_version(version).await?.map(|t| t.operation);
+        if !matches!(operation, Some(Operation::CreateIndex { .. } | Operation::ReserveFragments { .. } | Operation::Rewrite { .. })) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

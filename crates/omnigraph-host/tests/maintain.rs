@@ -1,0 +1,144 @@
+//! Maintenance off the load path (SPEC §4.7): loads never compact or build
+//! indexes; maintenance steps do, each one bounded and published as a
+//! `maintain` commit with the same rows. Crashes inside a step leave every
+//! commit readable at its pinned versions.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use lance::index::DatasetIndexExt;
+use omnigraph_host::manifest::{CommitKind, table_path};
+use omnigraph_host::{Graph, tables};
+use omnigraph_validate_wasm::{Mode, TableKind};
+
+/// The sample schema plus an `@index` on Person.age, which no check needs.
+fn schema_with_index() -> String {
+    SCHEMA.replace("  tags: [String]?\n", "  tags: [String]?\n  @index(age)\n")
+}
+
+/// Fragments and index names of a table at a branch's head.
+async fn layout(graph: &Graph, kind: TableKind, name: &str) -> (usize, Vec<String>) {
+    let head = graph.head("main").await.unwrap().unwrap();
+    let ds = tables::open_pinned(graph.root(), &table_path(kind, name), &head.tables[name]).await.unwrap();
+    let mut indexes: Vec<String> = ds.load_indices().await.unwrap().iter().map(|i| i.name.clone()).collect();
+    indexes.sort();
+    indexes.dedup();
+    (ds.get_fragments().len(), indexes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_leave_maintenance_to_maintain_commits_that_keep_every_row() {
+    let place = place().await;
+    let schema = schema_with_index();
+    assert!(schema.contains("@index(age)"));
+    let graph = Graph::init(place.root(), &schema, validator(), config()).await.unwrap();
+    for n in 1..=12 {
+        load(&graph, "main", Mode::Merge, &numbered_batch(n)).await.unwrap();
+    }
+    // No load built an index or compacted: that is maintenance's.
+    let (fragments, indexes) = layout(&graph, TableKind::Node, "Person").await;
+    assert!(fragments >= 12, "{fragments} fragments");
+    assert!(indexes.is_empty(), "a load built {indexes:?}");
+    let before = export(&graph, "main", None).await;
+    let loaded_at = graph.head("main").await.unwrap().unwrap().seq;
+
+    let steps = graph.optimize(100).await.unwrap();
+    assert!(!steps.is_empty());
+    assert!(steps.iter().all(|c| c.kind == CommitKind::Maintain && c.maintenance.is_some()), "{steps:?}");
+    assert!(steps.iter().all(|c| c.counts.is_empty() && c.batch_key.is_none()));
+    assert!(graph.maintain_step().await.unwrap().is_none(), "optimize ran until nothing was left");
+    let (fragments, indexes) = layout(&graph, TableKind::Node, "Person").await;
+    assert!(fragments < 8, "small fragments compacted: {fragments}");
+    assert_eq!(indexes, ["og_age_idx", "og_email_idx", "og_id_idx"], "the checks' indexes and the declared @index");
+    let (_, edge_indexes) = layout(&graph, TableKind::Edge, "Knows").await;
+    assert_eq!(edge_indexes, ["og_dst_idx", "og_id_idx", "og_src_idx"]);
+    // The same rows, and the commit before maintenance still reads as it was.
+    assert_eq!(export(&graph, "main", None).await, before);
+    assert_eq!(export(&graph, "main", Some(loaded_at)).await, before);
+    // Loads go on as before on the new layout.
+    load(&graph, "main", Mode::Append, &person("Late", 3)).await.unwrap();
+    assert_eq!(counts(&graph, "main").await["Person"], 12 * 40 + 2);
+    assert_heads_published(&graph).await;
+}
+
+/// A step crashed (a panic: no cleanup) after its Lance commit or after its
+/// publish: every commit stays readable at its pins, the data is unchanged,
+/// and the next writer settles the table and goes on.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_maintenance_step_loses_nothing() {
+    let scenario = fail::FailScenario::setup();
+    for point in ["after-maintain-commit", "after-maintain-publish"] {
+        let place = place().await;
+        let graph = Arc::new(init(&place).await);
+        for n in 1..=3 {
+            load(&graph, "main", Mode::Merge, &numbered_batch(n)).await.unwrap();
+        }
+        let before = export(&graph, "main", None).await;
+        let log_before = graph.log("main").await.unwrap();
+        fail::cfg(point, "panic").unwrap();
+        let crashing = graph.clone();
+        let crashed = tokio::spawn(async move { crashing.maintain_step().await }).await;
+        fail::remove(point);
+        assert!(crashed.is_err(), "{point}: the step must have crashed");
+
+        let survivor = reopen(&place).await;
+        survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
+        assert_heads_published(&survivor).await;
+        assert_eq!(export(&survivor, "main", None).await, before, "{point}");
+        for commit in &log_before {
+            assert_eq!(
+                export(&survivor, "main", Some(commit.seq)).await,
+                export(&graph, "main", Some(commit.seq)).await,
+                "{point}: commit {} reads as before",
+                commit.seq
+            );
+        }
+        let published = survivor.log("main").await.unwrap().len() - log_before.len();
+        assert_eq!(published, usize::from(point == "after-maintain-publish"), "{point}");
+        survivor.optimize(100).await.unwrap();
+        load(&survivor, "main", Mode::Merge, &numbered_batch(9)).await.unwrap();
+        assert_eq!(people_per_batch(&survivor).await.len(), 4, "{point}");
+        assert_heads_published(&survivor).await;
+    }
+    scenario.teardown();
+}
+
+/// The server maintains graphs in the background: after loads over HTTP,
+/// `maintain` commits appear without any request asking for them, and the
+/// loads' rows are all there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_maintains_loaded_graphs_in_the_background() {
+    let s = start(omnigraph_host::auth::Auth::Open, |c| c.maintenance_interval = Some(Duration::from_millis(200))).await;
+    let client = reqwest::Client::new();
+    for n in 1..=3 {
+        let r = client
+            .post(format!("{}/graphs/g/load/ndjson", s.url))
+            .header("content-type", "application/x-ndjson")
+            .body(numbered_batch(n))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let mut waited = 0;
+    let maintained = loop {
+        let log: serde_json::Value = client.get(format!("{}/graphs/g/commits", s.url)).send().await.unwrap().json().await.unwrap();
+        let steps: Vec<_> = log["commits"].as_array().unwrap().iter().filter(|c| c["kind"] == "maintain").cloned().collect();
+        if !steps.is_empty() {
+            break steps;
+        }
+        waited += 1;
+        assert!(waited < 100, "no maintenance within 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(maintained.iter().all(|c| c["actor"] == "maintenance" && c["maintenance"].is_string()), "{maintained:?}");
+    let metrics = client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|l| l.starts_with("omnigraph_maintenance_steps_total ") && !l.ends_with(" 0")), "{metrics}");
+    let graph = reopen(&s.place.child("g")).await;
+    assert_eq!(people_per_batch(&graph).await.len(), 3);
+    assert_heads_published(&graph).await;
+}
