@@ -14,7 +14,6 @@ use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, Mode, SRC_COLUMN, Schema, T
 use serde::Deserialize;
 
 use crate::error::{Conflict, EngineError};
-use crate::export::cell_text;
 use omnigraph_validate_wasm::limits::REMOVED_ID_OVERHEAD_BYTES;
 use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
@@ -292,10 +291,19 @@ fn member_column(def: &TypeDef, member: UniqueMember) -> &str {
     }
 }
 
-/// A row's tuple as canonical JSON texts; `None` if a member is null (a
-/// null member exempts the row, SPEC §1.4).
-fn tuple(batch: &RecordBatch, columns: &[&str], row: usize) -> Option<Vec<String>> {
-    columns.iter().map(|c| cell_text(column(batch, c), row)).collect()
+/// A row's tuple as Arrow scalars (batch and stored rows share the stored
+/// schema, so equal values are equal scalars); `None` if a member is null
+/// (a null member exempts the row, SPEC §1.4).
+fn tuple(batch: &RecordBatch, columns: &[&str], row: usize) -> Result<Option<Vec<ScalarValue>>, EngineError> {
+    let mut values = Vec::with_capacity(columns.len());
+    for name in columns {
+        let value = ScalarValue::try_from_array(column(batch, name), row).map_err(|e| EngineError::Storage(e.to_string()))?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        values.push(value);
+    }
+    Ok(Some(values))
 }
 
 /// `@unique` against committed rows of other ids (rows the batch replaces
@@ -311,11 +319,11 @@ async fn check_unique(
     let batch = &table.rows;
     let columns: Vec<&str> = unique.iter().map(|m| member_column(def, *m)).collect();
     let ids = column(batch, ID_COLUMN);
-    let mut wanted: HashMap<Vec<String>, (Option<String>, u64)> = HashMap::new();
+    let mut wanted: HashMap<Vec<ScalarValue>, (Option<String>, u64)> = HashMap::new();
     let mut probe = Vec::new();
     for row in 0..batch.num_rows() {
-        if let Some(key) = tuple(batch, &columns, row) {
-            probe.push(ScalarValue::try_from_array(column(batch, columns[0]), row).map_err(|e| EngineError::Storage(e.to_string()))?);
+        if let Some(key) = tuple(batch, &columns, row)? {
+            probe.push(key[0].clone());
             wanted.insert(key, (tables::string_at(ids, row).map(str::to_owned), table.lines[row]));
         }
     }
@@ -331,7 +339,7 @@ async fn check_unique(
             if batch_ids.contains(stored_id) {
                 continue;
             }
-            let Some(key) = tuple(&found, &columns, row) else { continue };
+            let Some(key) = tuple(&found, &columns, row)? else { continue };
             if let Some((batch_id, line)) = wanted.get(&key) {
                 let shown = batch_id.clone().unwrap_or_else(|| "(new row)".into());
                 conflicts.push(conflict(
@@ -345,7 +353,7 @@ async fn check_unique(
                         def.name,
                         echo(&shown),
                         columns.join(", "),
-                        echo(&key.join(", ")),
+                        echo(&key.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
                         echo(stored_id)
                     ),
                 ));

@@ -16,7 +16,7 @@ use omnigraph_validate_wasm::{
 
 /// Appends one value as JSON text; `None` for null. Floats use the shortest
 /// text that reads back to the same value, blobs the `base64:` form.
-pub fn write_cell(out: &mut String, array: &ArrayRef, row: usize) -> bool {
+fn write_cell(out: &mut String, array: &ArrayRef, row: usize) -> bool {
     if array.is_null(row) {
         return false;
     }
@@ -59,12 +59,6 @@ fn list(out: &mut String, items: &ArrayRef) {
 
 fn json_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).expect("strings serialize"));
-}
-
-/// A value's canonical JSON text, for comparisons (`@unique`); `None` for null.
-pub fn cell_text(array: &ArrayRef, row: usize) -> Option<String> {
-    let mut out = String::new();
-    write_cell(&mut out, array, row).then_some(out)
 }
 
 /// Appends the batch's rows as NDJSON records of type `def`.
