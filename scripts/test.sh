@@ -45,7 +45,7 @@ done
 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
   cargo test --locked -p omnigraph-host --features failpoints \
   --test engine --test crash --test kill --test processes --test cli --test http --test multihost \
-  --test promises --test split_load --test requests --test maintain
+  --test promises --test split_load --test requests --test maintain --test cleanup
 
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"

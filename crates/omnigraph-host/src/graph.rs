@@ -33,6 +33,7 @@ use crate::tables;
 use crate::validator::{PrepareResult, Validator};
 
 mod branch;
+mod cleanup;
 mod commit;
 mod head;
 mod load;
@@ -41,6 +42,7 @@ mod overwrite;
 mod read;
 mod recovery;
 mod tenure;
+pub use cleanup::Cleaned;
 pub use overwrite::OverwritePublish;
 
 /// How a graph handle writes.

@@ -912,11 +912,21 @@ pub async fn serve(
 /// holds the graph's writer lock, so a load waits for at most one step; a
 /// graph another host holds the lease of is tried again later.
 async fn maintain_forever(state: Arc<AppState>, every: Duration) {
+    let mut cleaned_at: HashMap<String, std::time::Instant> = HashMap::new();
     loop {
         tokio::time::sleep(every).await;
         let graphs: Vec<(String, Arc<Graph>)> =
             state.graphs.lock().await.iter().map(|(id, g)| (id.clone(), g.clone())).collect();
         for (id, graph) in graphs {
+            // Unpinned versions: rarely (cleanup walks the history), and
+            // the first time an hour after the graph was first maintained.
+            let last = *cleaned_at.entry(id.clone()).or_insert_with(std::time::Instant::now);
+            if last.elapsed() >= crate::limits::CLEANUP_INTERVAL {
+                cleaned_at.insert(id.clone(), std::time::Instant::now());
+                if let Err(e) = graph.cleanup_versions(crate::limits::VERSION_RETENTION).await {
+                    eprintln!("version cleanup of graph {id} stopped: {e}");
+                }
+            }
             if !graph.take_maintenance_due() {
                 continue;
             }

@@ -52,6 +52,15 @@ pub const MAX_COMPACTION_TASKS_PER_STEP: usize = 1;
 /// local root: enough to keep up with what one batch adds.
 pub const MAINTENANCE_STEPS_PER_BATCH: usize = 4;
 
+/// Table versions no commit of a live branch pins are removed once older
+/// than this (`omnigraph-host optimize --retention-secs`); pinned versions
+/// are never removed.
+pub const VERSION_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How often the server removes unpinned versions of a graph it maintains
+/// (cleanup walks every live branch's commits: rare, in the background).
+pub const CLEANUP_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// How often the server looks for graphs that loads have changed since
 /// their last maintenance.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);

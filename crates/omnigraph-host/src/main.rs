@@ -232,6 +232,10 @@ enum Command {
         /// Stop after this many steps.
         #[arg(long, default_value_t = 1_000)]
         max_steps: usize,
+        /// Then remove table versions no commit of a live branch pins that
+        /// are older than this many seconds (pinned versions always stay).
+        #[arg(long, default_value_t = omnigraph_host::limits::VERSION_RETENTION.as_secs())]
+        retention_secs: u64,
     },
 }
 
@@ -491,10 +495,12 @@ async fn run(command: Command) -> Result<(), Failure> {
             let graph = Graph::open_unrecovered(root.open_root()?, validator()?, root.engine_config()?).await?;
             print_json(&graph.recover_with_wait(EngineConfig::default().lease_wait).await?);
         }
-        Command::Optimize { root, max_steps } => {
-            for commit in root.open().await?.optimize(max_steps).await? {
+        Command::Optimize { root, max_steps, retention_secs } => {
+            let graph = root.open().await?;
+            for commit in graph.optimize(max_steps).await? {
                 print_json(&commit);
             }
+            print_json(&serde_json::json!({"cleaned": graph.cleanup_versions(Duration::from_secs(retention_secs)).await?}));
         }
     }
     Ok(())

@@ -132,7 +132,15 @@ impl GraphRoot {
     }
 
     pub fn write_params(&self, mode: WriteMode) -> WriteParams {
-        WriteParams { mode, store_params: Some(self.store_params()), session: Some(self.session.clone()), ..Default::default() }
+        WriteParams {
+            mode,
+            store_params: Some(self.store_params()),
+            session: Some(self.session.clone()),
+            // Never Lance's age-based cleanup: it is blind to the versions
+            // graph commits pin (graph/cleanup.rs removes versions).
+            auto_cleanup: None,
+            ..Default::default()
+        }
     }
 
     pub fn store_params(&self) -> ObjectStoreParams {
