@@ -29,7 +29,7 @@ fi
 echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points)"
 cargo test --locked --workspace --features omnigraph-host/failpoints
 
-echo "== the engine, crash, process, CLI, HTTP, multi-host, promise and split-load suites again on S3 (moto on 127.0.0.1)"
+echo "== the engine, crash, process, CLI, HTTP, multi-host, promise, split-load, request-count, maintenance and cleanup suites again on S3 (moto on 127.0.0.1)"
 PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
 moto_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 moto_log="$(mktemp)"
