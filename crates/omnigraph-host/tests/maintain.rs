@@ -142,3 +142,66 @@ async fn the_server_maintains_loaded_graphs_in_the_background() {
     assert_eq!(people_per_batch(&graph).await.len(), 3);
     assert_heads_published(&graph).await;
 }
+
+/// `omnigraph-host optimize` SIGKILLed in the middle of a step (its table
+/// version committed, its `maintain` commit not published): every commit
+/// still reads as before, the next writer settles the table, and a second
+/// `optimize` finishes the work.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_killed_mid_step_loses_nothing() {
+    let place = place().await;
+    let graph = init(&place).await;
+    for n in 1..=3 {
+        load(&graph, "main", Mode::Merge, &numbered_batch(n)).await.unwrap();
+    }
+    let before: Vec<(u64, String)> = {
+        let mut out = Vec::new();
+        for commit in graph.log("main").await.unwrap() {
+            out.push((commit.seq, export(&graph, "main", Some(commit.seq)).await));
+        }
+        out
+    };
+    let head = graph.head("main").await.unwrap().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph-host"));
+    cmd.arg("optimize")
+        .args(place.cli_args())
+        .env("OMNIGRAPH_LEASE_TTL_MS", lease_ttl_ms().to_string())
+        .env("FAILPOINTS", "after-maintain-commit=sleep(30000)")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    place.apply_env(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    // The first step (an index, on whichever table comes first) has
+    // committed its table version: some table's Lance head is above its pin.
+    let mut waited = 0;
+    loop {
+        let mut above = false;
+        for def in &graph.schema().types {
+            // A fresh root each time: a root's Lance session may cache what it read.
+            let latest = tables::latest_on(&place.root(), &table_path(def.kind, &def.name), None).await.unwrap().unwrap();
+            above |= latest.version().version > head.tables[&def.name].version;
+        }
+        if above {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 600, "optimize never reached its first commit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap(); // SIGKILL, lease held
+    child.wait().unwrap();
+
+    let survivor = reopen(&place).await;
+    survivor.recover_with_wait(Duration::from_secs(30)).await.unwrap();
+    assert_heads_published(&survivor).await;
+    assert_eq!(survivor.head("main").await.unwrap().unwrap().seq, head.seq, "the killed step published nothing");
+    for (seq, text) in &before {
+        assert_eq!(&export(&survivor, "main", Some(*seq)).await, text, "commit {seq}");
+    }
+    let steps = survivor.optimize(100).await.unwrap();
+    assert!(!steps.is_empty());
+    let (_, indexes) = layout(&survivor, TableKind::Node, "Person").await;
+    assert!(indexes.contains(&"og_id_idx".to_owned()), "{indexes:?}");
+    assert_eq!(export(&survivor, "main", None).await, before[0].1);
+}
