@@ -74,9 +74,10 @@ export function newRun(now = Date.now(), random = crypto.getRandomValues(new Uin
  * returned as `{ tooLong: true }`.
  */
 class LineReader {
-  constructor(blob, maxLineBytes) {
+  constructor(blob, maxLineBytes, onSlice) {
     this.blob = blob;
     this.maxLineBytes = maxLineBytes;
+    this.onSlice = onSlice;
     this.chunk = new Uint8Array(0);
     this.chunkStart = 0;
     this.pos = 0;
@@ -85,7 +86,9 @@ class LineReader {
 
   async #readSlice() {
     const from = this.chunkStart + this.chunk.length;
-    return new Uint8Array(await this.blob.slice(from, from + READ_SLICE_BYTES).arrayBuffer());
+    const slice = new Uint8Array(await this.blob.slice(from, from + READ_SLICE_BYTES).arrayBuffer());
+    if (slice.length > 0) await this.onSlice?.(slice);
+    return slice;
   }
 
   /** The next line `{bytes, offset, line}` (1-based file line), or null at the end. */
@@ -131,10 +134,11 @@ class LineReader {
  * The batches of one pass, at most `maxLines` lines and `maxBytes` bytes
  * each: `{pass, start, end, firstLine, bytes, lines: [[fileLine, offset]], ends}`.
  * `firstLine` counts the file lines before `start`. Lines longer than a
- * batch go to `onOversized(fileLine, offset)` and are skipped.
+ * batch go to `onOversized(fileLine, offset)` and are skipped; each slice
+ * read goes to `onSlice(bytes)`, in file order.
  */
-export async function* batchesOf(file, pass, { maxLines, maxBytes }, onOversized = () => {}) {
-  const reader = new LineReader(file, maxBytes);
+export async function* batchesOf(file, pass, { maxLines, maxBytes }, { onOversized = () => {}, onSlice } = {}) {
+  const reader = new LineReader(file, maxBytes, onSlice);
   const buffer = new Uint8Array(Math.min(maxBytes, Math.max(file.size, 1)));
   let pending = null;
   let position = 0;
@@ -180,16 +184,6 @@ export function halves(batch) {
     { pass: batch.pass, start: batch.start, end: middle, firstLine: batch.firstLine, bytes: batch.bytes.subarray(0, cut), lines: batch.lines.slice(0, mid), ends: batch.ends.slice(0, mid) },
     { pass: batch.pass, start: middle, end: batch.end, firstLine: midLine - 1, bytes: batch.bytes.subarray(cut), lines: batch.lines.slice(mid), ends: batch.ends.slice(mid).map((e) => e - cut) },
   ];
-}
-
-/** Whether a file fits one batch: within both bounds, it goes as it is. */
-export async function fitsOneBatch(file, { maxLines, maxBytes }) {
-  if (file.size > maxBytes) return false;
-  const bytes = new Uint8Array(await file.arrayBuffer());
-  let lines = 0;
-  for (let i = bytes.indexOf(LF); i >= 0; i = bytes.indexOf(LF, i + 1)) lines++;
-  if (bytes.length > 0 && bytes[bytes.length - 1] !== LF) lines++;
-  return lines <= maxLines;
 }
 
 /** A size-bound refusal in a report (an error that names its limit): the batch is halved. */
@@ -269,8 +263,10 @@ export function fileLocation(batch, n, offset = 0) {
 
 /**
  * Validates a file batch by batch with `validate(bytes) → report` and
- * plans its upload: `{report, plan}`, `plan` being the batches' ranges
- * `{pass, start, end, firstLine}` in upload order. `onProgress(fraction)`.
+ * plans its upload: `{report, plan, fingerprint}`, `plan` being the
+ * batches' ranges `{pass, start, end, firstLine}` in upload order, and
+ * `fingerprint` the file's name for resuming (hashed as it is read, no
+ * extra read). `onProgress(fraction)`.
  */
 export async function planFile(file, bounds, validate, onProgress = () => {}) {
   const total = new FileReport();
@@ -279,22 +275,28 @@ export async function planFile(file, bounds, validate, onProgress = () => {}) {
     const report = validate(batch.bytes);
     return { report, bound: hitsBound(report) };
   };
-  if (await fitsOneBatch(file, bounds)) {
-    for await (const batch of batchesOf(file, PASS.all, bounds)) {
-      const { report, bound } = check(batch);
-      if (!bound) {
-        total.add(batch, report);
+  // The first pass that reads the whole file also names it.
+  let whole = new Fingerprint();
+  if (file.size <= bounds.maxBytes) {
+    // Within both bounds exactly when its first batch of the whole file reaches the end.
+    const first = await batchesOf(file, PASS.all, bounds, { onSlice: (s) => whole.add(s) }).next();
+    const fits = first.done || first.value.end === file.size;
+    const checked = first.done ? null : check(first.value);
+    if (fits && !checked?.bound) {
+      if (checked) {
+        total.add(first.value, checked.report);
         plan.push({ pass: PASS.all, start: 0, end: file.size, firstLine: 0 });
       }
-    }
-    if (plan.length > 0 || file.size === 0) {
       onProgress(1);
-      return { report: total.finish(plan.length), plan };
+      return { report: total.finish(plan.length), plan, fingerprint: await whole.finish() };
     }
+    whole = new Fingerprint();
   }
   for (const [index, pass] of [PASS.nodes, PASS.edges].entries()) {
-    const oversized = pass === PASS.nodes ? (line, offset) => total.addOversized(line, offset, bounds.maxBytes) : undefined;
-    for await (const batch of batchesOf(file, pass, bounds, oversized)) {
+    const hooks = pass === PASS.nodes
+      ? { onOversized: (line, offset) => total.addOversized(line, offset, bounds.maxBytes), onSlice: (s) => whole.add(s) }
+      : {};
+    for await (const batch of batchesOf(file, pass, bounds, hooks)) {
       const stack = [batch];
       while (stack.length > 0) {
         const next = stack.pop();
@@ -311,7 +313,25 @@ export async function planFile(file, bounds, validate, onProgress = () => {}) {
     }
   }
   onProgress(1);
-  return { report: total.finish(plan.length), plan };
+  return { report: total.finish(plan.length), plan, fingerprint: await whole.finish() };
+}
+
+/** SHA-256 of the SHA-256s of a file's slices, in order: names the file for resuming. */
+class Fingerprint {
+  constructor() {
+    this.digests = [];
+  }
+
+  async add(slice) {
+    this.digests.push(new Uint8Array(await crypto.subtle.digest('SHA-256', slice)));
+  }
+
+  async finish() {
+    const joined = new Uint8Array(this.digests.length * 32);
+    this.digests.forEach((d, i) => joined.set(d, i * 32));
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', joined));
+    return [...digest].map((b) => b.toString(16).padStart(2, '0')).join('');
+  }
 }
 
 /**
@@ -345,19 +365,6 @@ export async function readBatch(file, entry) {
     at += p.length;
   }
   return { ...entry, bytes: joined, lines, ends };
-}
-
-/** SHA-256 of the SHA-256s of the file's slices: names the file for resuming, read a slice at a time. */
-export async function fingerprint(file) {
-  const digests = [];
-  for (let from = 0; from < file.size; from += READ_SLICE_BYTES) {
-    const slice = await file.slice(from, from + READ_SLICE_BYTES).arrayBuffer();
-    digests.push(new Uint8Array(await crypto.subtle.digest('SHA-256', slice)));
-  }
-  const joined = new Uint8Array(digests.length * 32);
-  digests.forEach((d, i) => joined.set(d, i * 32));
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', joined));
-  return [...digest].map((b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** Moves `next` (a plan index) past batches whose keys are committed (after the last checkpoint write). */

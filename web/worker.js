@@ -4,7 +4,7 @@
 // planned batches one commit each, resuming an interrupted upload by its
 // batch keys. Memory is one batch, never the file.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
-import { batchKey, catchUp, fingerprint, newRun, planFile, readBatch, fileLocation } from '/web/split.js';
+import { batchKey, catchUp, newRun, planFile, readBatch, fileLocation } from '/web/split.js';
 
 let ready = null;
 let compiled = null;
@@ -38,8 +38,8 @@ async function validateFile({ id, file, schemaSource, options, bounds }) {
   // so the page judges with exactly the host's numbers.
   const optionsJson = JSON.stringify(options);
   const validate = (bytes) => JSON.parse(compiled.validate(bytes, optionsJson));
-  const { report, plan } = await planFile(file, bounds, validate, (fraction) => post({ kind: 'progress', id, fraction }));
-  post({ kind: 'report', id, report, plan, fingerprint: await fingerprint(file) });
+  const { report, plan, fingerprint } = await planFile(file, bounds, validate, (fraction) => post({ kind: 'progress', id, fraction }));
+  post({ kind: 'report', id, report, plan, fingerprint });
 }
 
 /** fetch() against the host with the caller's token. */

@@ -8,7 +8,7 @@ import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'no
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PASS, batchKey, batchesOf, catchUp, fingerprint, newRun, planFile, readBatch } from '../split.js';
+import { PASS, batchKey, batchesOf, catchUp, newRun, planFile, readBatch } from '../split.js';
 import { HOST_BIN } from './host.mjs';
 
 const require = createRequire(import.meta.url);
@@ -127,7 +127,12 @@ test('runs are ULIDs like the CLI’s; fingerprints name the bytes', async () =>
   assert.ok(a < b, 'later runs sort later');
   assert.equal(a.slice(10), '0'.repeat(16));
   assert.equal(b.slice(10), 'Z'.repeat(16));
-  const one = await fingerprint(new Blob(['{"type":"Person"}\n']));
-  assert.equal(one, await fingerprint(new Blob(['{"type":', '"Person"}\n'])));
-  assert.notEqual(one, await fingerprint(new Blob(['{"type":"Persom"}\n'])));
+  const fingerprint = async (blob, bounds) => (await planFile(blob, bounds, validator({}))).fingerprint;
+  const small = { maxLines: 1000, maxBytes: 1 << 20 };
+  const one = await fingerprint(new Blob(['{"type":"Person"}\n']), small);
+  assert.equal(one, await fingerprint(new Blob(['{"type":', '"Person"}\n']), small));
+  assert.notEqual(one, await fingerprint(new Blob(['{"type":"Persom"}\n']), small));
+  // A file validated whole and the same file split into passes get one name.
+  const lines = people(30).join('\n') + '\n';
+  assert.equal(await fingerprint(new Blob([lines]), small), await fingerprint(new Blob([lines]), { maxLines: 7, maxBytes: 600 }));
 });

@@ -5,7 +5,7 @@
 //! can reach a pinned one; Lance keeps the files a retained version or a
 //! child Lance branch still uses.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 
@@ -50,8 +50,7 @@ impl Graph {
                 if doomed.is_empty() {
                     continue;
                 }
-                let count = doomed.iter().collect::<HashSet<_>>().len() as u64;
-                fail_point!("before-cleanup");
+                let count = doomed.len() as u64;
                 let policy = CleanupPolicyBuilder::default().versions(doomed).map_err(EngineError::from)?.build();
                 let removed = ds.cleanup_with_policy(policy).await?;
                 cleaned.versions += count;
