@@ -32,17 +32,25 @@ pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
 /// stay proportional to the batch.
 pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
+/// An index fold merges the new rows with the newest segments while each
+/// is at most this many times the rows gathered so far (size-tiered):
+/// segments stay O(log table), rows are rewritten O(log table) times.
+pub const FOLD_TIER_RATIO: u64 = 2;
+
 /// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
 pub const LOOKUP_CHUNK: usize = 4_096;
 
-/// A fragment with fewer rows is small: only small fragments are compacted,
-/// into fragments of up to this many rows, so a large fragment is never
-/// rewritten to absorb a small one.
+/// A fragment with fewer rows is small: only small fragments that no index
+/// covers yet are compacted, into fragments of up to this many rows, so a
+/// large fragment is never rewritten to absorb a small one and no index is
+/// ever remapped.
 pub const COMPACT_FRAGMENT_ROWS: usize = 131_072;
 
-/// Small fragments of a table (each load adds one or two) before
-/// maintenance compacts them: merges and lookups cost per fragment.
-pub const MIN_SMALL_FRAGMENTS: usize = 8;
+/// Small unindexed fragments of a table (each load adds one or two) before
+/// maintenance compacts them even though no index is about to cover them
+/// (many small loads): merges and lookups cost per fragment. Otherwise they
+/// are compacted right before the fold or index creation that covers them.
+pub const MIN_SMALL_FRAGMENTS: usize = 16;
 
 /// Compaction tasks (each at most `COMPACT_FRAGMENT_ROWS` rows) in one
 /// maintenance step: a load waits for at most one step.

@@ -26,11 +26,15 @@ use lance_index::scalar::ScalarIndexParams;
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::limits::{COMPACT_FRAGMENT_ROWS, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP, MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS};
-use lance::dataset::index::DatasetIndexRemapperOptions;
-use lance::dataset::optimize::{CompactionOptions, commit_compaction, plan_compaction};
+use crate::limits::{
+    COMPACT_FRAGMENT_ROWS, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
+    MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
+};
 use crate::manifest::TablePin;
 use crate::storage::GraphRoot;
+use lance::dataset::index::DatasetIndexRemapperOptions;
+use lance::dataset::optimize::{CompactionOptions, commit_compaction, plan_compaction};
+use lance::index::optimize::{IndexSegmentResult, commit_optimize_indices, plan_optimize_indices};
 
 /// Field metadata that makes Lance treat `_id` as the table's key: two
 /// racing inserts of one id then conflict instead of both landing.
@@ -191,17 +195,20 @@ pub async fn commit(staged: Staged) -> Result<Dataset, EngineError> {
 pub enum Job {
     /// An index the schema asks for does not exist yet.
     CreateIndex { column: String, name: String },
-    /// Indexes more than [`MAX_UNINDEXED_ROWS`] rows behind the table.
-    FoldIndexes(Vec<String>),
-    /// At least [`MIN_SMALL_FRAGMENTS`] fragments under [`COMPACT_FRAGMENT_ROWS`] rows.
+    /// Small fragments no index covers yet (each load adds one): at least
+    /// [`MIN_SMALL_FRAGMENTS`] of them, or more than [`MAX_UNINDEXED_ROWS`]
+    /// rows in two or more. Compacted before they are folded into the
+    /// indexes, so no index is ever remapped.
     Compact,
+    /// An index more than [`MAX_UNINDEXED_ROWS`] rows behind the table.
+    FoldIndex(String),
 }
 
 impl Job {
     pub fn describe(&self) -> String {
         match self {
             Job::CreateIndex { name, .. } => format!("create index {name}"),
-            Job::FoldIndexes(names) => format!("fold new rows into {}", names.join(", ")),
+            Job::FoldIndex(name) => format!("fold new rows into {name}"),
             Job::Compact => "compact small fragments".to_owned(),
         }
     }
@@ -211,54 +218,189 @@ impl Job {
 /// the schema's `@index` asks for, besides the ones checks look up.
 pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Result<Option<Job>, EngineError> {
     let existing = ds.load_indices().await?;
-    let mut stale = Vec::new();
     let mut columns = indexed_columns(def);
-    columns.extend(declared.iter().filter(|c| !columns.contains(c)).cloned().collect::<Vec<_>>());
+    columns.extend(
+        declared
+            .iter()
+            .filter(|c| !columns.contains(c))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let mut missing = None;
+    let mut coverage = Vec::new();
     for column in columns {
         let name = index_name(&column);
         // An index is several segments of one name (a delta per fold).
         let segments: Vec<_> = existing.iter().filter(|i| i.name == name).collect();
         if segments.is_empty() {
-            return Ok(Some(Job::CreateIndex { column, name }));
+            missing.get_or_insert(Job::CreateIndex { column, name });
+            continue;
         }
         let mut covered = roaring::RoaringBitmap::new();
         for segment in segments {
             covered |= segment.fragment_bitmap.clone().unwrap_or_default();
         }
-        let unindexed: u64 = ds
-            .get_fragments()
+        coverage.push((name, covered));
+    }
+    let fragments = ds.get_fragments();
+    let rows =
+        |f: &lance::dataset::fragment::FileFragment| f.metadata().physical_rows.unwrap_or(0) as u64;
+    let stale = coverage.iter().find(|(_, covered)| {
+        fragments
             .iter()
             .filter(|f| !covered.contains(f.id() as u32))
-            .map(|f| f.metadata().physical_rows.unwrap_or(0) as u64)
-            .sum();
-        if unindexed > MAX_UNINDEXED_ROWS {
-            stale.push(name);
-        }
+            .map(|f| rows(f))
+            .sum::<u64>()
+            > MAX_UNINDEXED_ROWS
+    });
+    // Small fragments are compacted before an index covers them (after,
+    // compacting them would remap the index), or once there are many.
+    let small = fragments
+        .iter()
+        .filter(|f| {
+            rows(f) < COMPACT_FRAGMENT_ROWS as u64
+                && !coverage.iter().any(|(_, c)| c.contains(f.id() as u32))
+        })
+        .count();
+    let covering_next = missing.is_some() || stale.is_some();
+    if (small >= MIN_SMALL_FRAGMENTS || (small >= 2 && covering_next))
+        && !plan_compaction(ds, &compaction_options(&existing))
+            .await?
+            .compaction_tasks()
+            .next()
+            .is_none()
+    {
+        return Ok(Some(Job::Compact));
     }
-    if !stale.is_empty() {
-        return Ok(Some(Job::FoldIndexes(stale)));
-    }
-    let small = ds.get_fragments().iter().filter(|f| f.metadata().physical_rows.unwrap_or(0) < COMPACT_FRAGMENT_ROWS).count();
-    Ok((small >= MIN_SMALL_FRAGMENTS).then_some(Job::Compact))
+    Ok(missing.or_else(|| stale.map(|(name, _)| Job::FoldIndex(name.clone()))))
 }
 
-/// Runs one job: exactly one more Lance version, with new indexes warmed
-/// before it is published. `None`: nothing to do after all (Lance's
-/// compaction planner found no run of small fragments to merge).
+/// Compaction of the small fragments no index covers, so no index is ever
+/// remapped (an O(index) rewrite) and a large indexed fragment is never
+/// rewritten to absorb a small one.
+fn compaction_options(indexes: &[lance::table::format::IndexMetadata]) -> CompactionOptions {
+    let mut covered = roaring::RoaringBitmap::new();
+    for index in indexes {
+        covered |= index.fragment_bitmap.clone().unwrap_or_default();
+    }
+    CompactionOptions {
+        target_rows_per_fragment: COMPACT_FRAGMENT_ROWS,
+        excluded_fragment_ids: covered.iter().collect(),
+        ..Default::default()
+    }
+}
+
+/// How many of an index's newest segments a fold merges with the new rows:
+/// size-tiered, like an LSM tree. The new segment absorbs each next-newest
+/// segment at most [`FOLD_TIER_RATIO`] times the size gathered so far, so a
+/// fold usually writes about what loads added, the segment count stays
+/// logarithmic in the table, and the whole index is rewritten only when the
+/// table has doubled since it last was.
+fn segments_to_merge(segment_rows: &[u64], unindexed_rows: u64) -> usize {
+    let mut gathered = unindexed_rows;
+    let mut merged = 0;
+    for &rows in segment_rows.iter().rev() {
+        if rows > gathered * FOLD_TIER_RATIO {
+            break;
+        }
+        gathered += rows;
+        merged += 1;
+    }
+    merged
+}
+
+/// An index fold built on a snapshot of a table but not committed: the
+/// part of a fold that reads index segments, done without the writer lock.
+pub struct PreparedFold {
+    name: String,
+    options: OptimizeOptions,
+    segments: Vec<IndexSegmentResult>,
+}
+
+/// Builds the fold of index `name` on `ds` (any version; nothing is
+/// written to the manifest).
+pub async fn prepare_fold(ds: &Dataset, name: &str) -> Result<PreparedFold, EngineError> {
+    let mut existing: Vec<_> = ds
+        .load_indices()
+        .await?
+        .iter()
+        .filter(|i| i.name == name)
+        .cloned()
+        .collect();
+    existing.sort_by_key(|segment| segment.dataset_version);
+    let fragment_rows: HashMap<u32, u64> = ds
+        .get_fragments()
+        .iter()
+        .map(|f| {
+            (
+                f.id() as u32,
+                f.metadata().physical_rows.unwrap_or(0) as u64,
+            )
+        })
+        .collect();
+    let mut covered = roaring::RoaringBitmap::new();
+    let segment_rows: Vec<u64> = existing
+        .iter()
+        .map(|segment| {
+            let bitmap = segment.fragment_bitmap.clone().unwrap_or_default();
+            covered |= &bitmap;
+            bitmap.iter().filter_map(|f| fragment_rows.get(&f)).sum()
+        })
+        .collect();
+    let unindexed: u64 = fragment_rows
+        .iter()
+        .filter(|(f, _)| !covered.contains(**f))
+        .map(|(_, rows)| rows)
+        .sum();
+    let options = OptimizeOptions::merge(segments_to_merge(&segment_rows, unindexed))
+        .index_names(vec![name.to_owned()]);
+    let plan = plan_optimize_indices(ds, &options).await?;
+    let mut built = Vec::new();
+    for task in &plan.tasks {
+        built.extend(task.execute(ds).await?);
+    }
+    let mut segments = Vec::new();
+    for merge in &plan.merges {
+        segments.extend(merge.execute(ds, &built).await?);
+    }
+    Ok(PreparedFold {
+        name: name.to_owned(),
+        options,
+        segments,
+    })
+}
+
+/// Commits a prepared fold on top of `ds` (the table's current version):
+/// Lance checks it against every version since the snapshot it was built
+/// on (loads' appends and updates leave it valid) and lands it as one
+/// version. Only the new segment is warmed; the others stay cached.
+pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<Dataset, EngineError> {
+    let new: Vec<_> = fold
+        .segments
+        .iter()
+        .map(|result| result.segment.uuid)
+        .collect();
+    commit_optimize_indices(&mut ds, fold.segments, &fold.options).await?;
+    ds.prewarm_index_segments(&fold.name, &new).await?;
+    Ok(ds)
+}
+
+/// Runs one job: exactly one more Lance version (a compaction: a fragment
+/// reservation and the rewrite), with new indexes warmed before it is
+/// published. `None`: nothing to do after all (Lance's compaction planner
+/// found no run of fragments to merge).
 pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, EngineError> {
     match job {
         Job::CreateIndex { column, name } => {
             ds.create_index(&[column.as_str()], IndexType::BTree, Some(name.clone()), &ScalarIndexParams::default(), true).await?;
             ds.prewarm_index(name).await?;
         }
-        Job::FoldIndexes(names) => {
-            ds.optimize_indices(&OptimizeOptions::merge(1).index_names(names.clone())).await?;
-            for name in names {
-                ds.prewarm_index(name).await?;
-            }
+        Job::FoldIndex(name) => {
+            let fold = prepare_fold(&ds, name).await?;
+            ds = commit_fold(ds, fold).await?;
         }
         Job::Compact => {
-            let options = CompactionOptions { target_rows_per_fragment: COMPACT_FRAGMENT_ROWS, ..Default::default() };
+            let options = compaction_options(&ds.load_indices().await?);
             let plan = plan_compaction(&ds, &options).await?;
             let mut rewritten = Vec::new();
             for task in plan.compaction_tasks().take(MAX_COMPACTION_TASKS_PER_STEP) {
@@ -301,4 +443,32 @@ pub fn strings(array: &ArrayRef) -> impl Iterator<Item = &str> {
 pub fn string_at(array: &ArrayRef, row: usize) -> Option<&str> {
     let array = array.as_any().downcast_ref::<StringArray>().expect("string column");
     (!array.is_null(row)).then(|| array.value(row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_merge_size_tiered() {
+        // No segments yet, or a fresh delta bigger than the newest: merged.
+        assert_eq!(segments_to_merge(&[], 70_000), 0);
+        assert_eq!(segments_to_merge(&[8_192], 70_000), 1);
+        // The newest segment much larger than the delta stays as it is.
+        assert_eq!(segments_to_merge(&[1_000_000], 70_000), 0);
+        // Small newest segments are gathered until a large one stops it.
+        assert_eq!(segments_to_merge(&[1_000_000, 140_000, 70_000], 70_000), 2);
+        assert_eq!(segments_to_merge(&[280_000, 140_000, 70_000], 70_000), 3);
+        // Simulated over 128 folds of equal deltas: few segments, and the
+        // rows rewritten stay O(n log n), not O(n²).
+        let (mut segments, mut rewritten) = (Vec::<u64>::new(), 0u64);
+        for _ in 0..128 {
+            let k = segments_to_merge(&segments, 65_536);
+            let merged: u64 = segments.drain(segments.len() - k..).sum::<u64>() + 65_536;
+            rewritten += merged;
+            segments.push(merged);
+        }
+        assert!(segments.len() <= 8, "{segments:?}");
+        assert!(rewritten <= 65_536 * 128 * 9, "{rewritten}");
+    }
 }

@@ -31,6 +31,8 @@ async fn layout(graph: &Graph, kind: TableKind, name: &str) -> (usize, Vec<Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_leave_maintenance_to_maintain_commits_that_keep_every_row() {
+    // Its maintenance steps must not pass another test's failpoints.
+    let _serial = fail::FailScenario::setup();
     let place = place().await;
     let schema = schema_with_index();
     assert!(schema.contains("@index(age)"));
@@ -112,6 +114,8 @@ async fn a_crash_inside_a_maintenance_step_loses_nothing() {
 /// loads' rows are all there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_maintains_loaded_graphs_in_the_background() {
+    // Its maintenance steps must not pass another test's failpoints.
+    let _serial = fail::FailScenario::setup();
     let s = start(omnigraph_host::auth::Auth::Open, |c| c.maintenance_interval = Some(Duration::from_millis(200))).await;
     let client = reqwest::Client::new();
     for n in 1..=3 {
@@ -204,4 +208,64 @@ async fn optimize_killed_mid_step_loses_nothing() {
     let (_, indexes) = layout(&survivor, TableKind::Node, "Person").await;
     assert!(indexes.contains(&"og_id_idx".to_owned()), "{indexes:?}");
     assert_eq!(export(&survivor, "main", None).await, before[0].1);
+}
+
+/// An index fold reads the whole index, so it is built without the writer
+/// lock: a load commits while the fold is held at the point where it is
+/// built but not committed, and the fold then lands on top of that load,
+/// leaving every row findable through the index.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = Arc::new(init(&place).await);
+    load(&graph, "main", Mode::Merge, &person("First", 1)).await.unwrap();
+    graph.optimize(100).await.unwrap();
+    // More unindexed rows than MAX_UNINDEXED_ROWS, in batches of 8,192.
+    let many = omnigraph_host::limits::MAX_UNINDEXED_ROWS as usize + 1;
+    let ids: Vec<usize> = (0..many).collect();
+    for chunk in ids.chunks(8_192) {
+        let batch: String = chunk.iter().map(|i| person(&format!("p{i}"), 2)).collect();
+        load(&graph, "main", Mode::Merge, &batch).await.unwrap();
+    }
+    // Their small fragments are compacted first (under the lock), then the fold is due.
+    let compacted = graph.maintain_step().await.unwrap().expect("a step");
+    assert_eq!(compacted.maintenance.as_deref(), Some("compact small fragments"));
+
+    // Hold the step once its fold is built, until the load below is done.
+    let (entered, held) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let entered = std::sync::Mutex::new(entered);
+    fail::cfg_callback("fold-prepared", move || {
+        entered.lock().unwrap().send(()).unwrap();
+        released.lock().unwrap().recv().unwrap();
+    })
+    .unwrap();
+    let maintaining = graph.clone();
+    let step = tokio::spawn(async move { maintaining.maintain_step().await });
+    tokio::task::spawn_blocking(move || held.recv_timeout(Duration::from_secs(120)).expect("the fold was built"))
+        .await
+        .unwrap();
+    let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &person("During", 3))).await;
+    release.send(()).unwrap();
+    fail::remove("fold-prepared");
+    during.expect("the load did not wait for the fold").unwrap();
+
+    let step = step.await.unwrap().unwrap().expect("a step");
+    assert_eq!(step.maintenance.as_deref(), Some("fold new rows into og_id_idx"));
+    let head = graph.head("main").await.unwrap().unwrap();
+    assert_eq!(head.seq, step.seq, "the fold published after the load");
+    assert_eq!(graph.commit_at("main", step.seq - 1).await.unwrap().kind, CommitKind::Load);
+    assert_eq!(counts(&graph, "main").await["Person"], many as u64 + 2);
+    // Ids from before the fold's snapshot, inside it and after it are all found.
+    let clash = format!("{}{}{}{}", person("First", 1), person("p17", 1), person("During", 1), person("fresh", 1));
+    let refused = load(&graph, "main", Mode::Append, &clash).await.unwrap_err();
+    let omnigraph_host::EngineError::Rejected { conflicts, .. } = refused else { panic!("{refused:?}") };
+    let mut ids: Vec<_> = conflicts.iter().map(|c| c.id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, ["During", "First", "p17"]);
+    assert_heads_published(&graph).await;
+    scenario.teardown();
 }

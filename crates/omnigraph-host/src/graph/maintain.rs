@@ -19,12 +19,49 @@ use crate::error::EngineError;
 use crate::manifest::{Commit, CommitKind, TablePin, table_path};
 use crate::tables;
 
+/// An index fold built off the lock, waiting to be committed.
+struct PendingFold {
+    branch: String,
+    table: usize,
+    job: tables::Job,
+    fold: tables::PreparedFold,
+}
+
 impl Graph {
     /// Runs one bounded maintenance step on the first table, of any branch,
     /// that needs one, and publishes it; `None` when nothing needs work.
     /// Waits for no other host: `LeaseBusy` then means "later".
+    ///
+    /// An index fold reads the whole index: it is built first, without the
+    /// writer lock, on the snapshot a head pins (loads go on meanwhile), and
+    /// only its commit, on top of whatever loads landed since, holds the
+    /// lock. The other jobs are bounded by what loads added (index creation
+    /// on a new table, compaction of unindexed fragments) and run under it.
     pub async fn maintain_step(&self) -> Result<Option<Commit>, EngineError> {
+        let pending = self.prepare_fold().await?;
+        fail_point!("fold-prepared");
         self.with_lease(std::time::Duration::ZERO, |lease, _| async move {
+            if let Some(pending) = pending
+                && let Some(head) = self.head_leased(&pending.branch).await?
+            {
+                let def = &self.schema.types[pending.table];
+                let pin = &head.tables[&def.name];
+                if pin.lance_branch == head.lance_branch {
+                    let ds = self
+                        .settle(
+                            &table_path(def.kind, &def.name),
+                            pin.lance_branch.as_deref(),
+                            pin.version,
+                        )
+                        .await?;
+                    let read_version = ds.version().version;
+                    let ds = tables::commit_fold(ds, pending.fold).await?;
+                    return self
+                        .publish_step(&lease, &head, def, read_version, ds, &pending.job)
+                        .await
+                        .map(Some);
+                }
+            }
             for head in self.branches().await? {
                 for def in &self.schema.types {
                     let pin = &head.tables[&def.name];
@@ -33,34 +70,112 @@ impl Graph {
                         continue;
                     }
                     let path = table_path(def.kind, &def.name);
-                    let ds = self.settle(&path, pin.lance_branch.as_deref(), pin.version).await?;
-                    let Some(job) = tables::next_job(&ds, def, &self.declared_indexes(def)).await? else { continue };
+                    let ds = self
+                        .settle(&path, pin.lance_branch.as_deref(), pin.version)
+                        .await?;
+                    let Some(job) = tables::next_job(&ds, def, &self.declared_indexes(def)).await?
+                    else {
+                        continue;
+                    };
+                    // A fold that became due meanwhile is built by the next step, off the lock.
+                    if matches!(job, tables::Job::FoldIndex(_)) {
+                        continue;
+                    }
                     let read_version = ds.version().version;
-                    let Some(ds) = tables::run_job(ds, &job).await? else { continue };
-                    let landed_at = ds.version().version;
-                    // Fenced like a load's commit: nothing but this step's own
-                    // versions (a compaction is two: reserve, rewrite) above the pin.
-                    if !steps_only(&ds, read_version).await? {
-                        return Err(EngineError::Fenced { table: def.name.clone(), staged_on: read_version, landed_at });
-                    }
-                    fail_point!("after-maintain-commit");
-                    let mut commit = self.next_commit(&head.branch, &head, CommitKind::Maintain, "maintenance", None, None).await?;
-                    commit.maintenance = Some(job.describe());
-                    commit.tables.insert(def.name.clone(), TablePin { lance_branch: pin.lance_branch.clone(), version: landed_at });
-                    self.sync_tables().await?;
-                    if !lease.valid_for(self.publish_margin()) {
-                        return Err(EngineError::LeaseExpired);
-                    }
-                    if !self.publish_commit(&commit).await? {
-                        return Err(EngineError::SlotTaken { branch: commit.branch, seq: commit.seq });
-                    }
-                    fail_point!("after-maintain-publish");
-                    return Ok(Some(commit));
+                    let Some(ds) = tables::run_job(ds, &job).await? else {
+                        continue;
+                    };
+                    return self
+                        .publish_step(&lease, &head, def, read_version, ds, &job)
+                        .await
+                        .map(Some);
                 }
             }
             Ok(None)
         })
         .await
+    }
+
+    /// The first index fold any table of any branch needs, built on the
+    /// version its head pins, without the lease.
+    async fn prepare_fold(&self) -> Result<Option<PendingFold>, EngineError> {
+        for head in self.branches().await? {
+            for (t, def) in self.schema.types.iter().enumerate() {
+                let pin = &head.tables[&def.name];
+                if pin.lance_branch != head.lance_branch {
+                    continue;
+                }
+                let ds =
+                    tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;
+                if let Some(tables::Job::FoldIndex(name)) =
+                    tables::next_job(&ds, def, &self.declared_indexes(def)).await?
+                {
+                    let fold = tables::prepare_fold(&ds, &name).await?;
+                    let job = tables::Job::FoldIndex(name);
+                    return Ok(Some(PendingFold {
+                        branch: head.branch.clone(),
+                        table: t,
+                        job,
+                        fold,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Fences a step's table versions and publishes them as a `maintain` commit.
+    async fn publish_step(
+        &self,
+        lease: &crate::lease::HeldLease,
+        head: &Commit,
+        def: &TypeDef,
+        read_version: u64,
+        ds: Dataset,
+        job: &tables::Job,
+    ) -> Result<Commit, EngineError> {
+        let landed_at = ds.version().version;
+        // Fenced like a load's commit: nothing but this step's own versions
+        // (a compaction is two: reserve, rewrite) above the pin.
+        if !steps_only(&ds, read_version).await? {
+            return Err(EngineError::Fenced {
+                table: def.name.clone(),
+                staged_on: read_version,
+                landed_at,
+            });
+        }
+        fail_point!("after-maintain-commit");
+        let pin = &head.tables[&def.name];
+        let mut commit = self
+            .next_commit(
+                &head.branch,
+                head,
+                CommitKind::Maintain,
+                "maintenance",
+                None,
+                None,
+            )
+            .await?;
+        commit.maintenance = Some(job.describe());
+        commit.tables.insert(
+            def.name.clone(),
+            TablePin {
+                lance_branch: pin.lance_branch.clone(),
+                version: landed_at,
+            },
+        );
+        self.sync_tables().await?;
+        if !lease.valid_for(self.publish_margin()) {
+            return Err(EngineError::LeaseExpired);
+        }
+        if !self.publish_commit(&commit).await? {
+            return Err(EngineError::SlotTaken {
+                branch: commit.branch,
+                seq: commit.seq,
+            });
+        }
+        fail_point!("after-maintain-publish");
+        Ok(commit)
     }
 
     /// Runs maintenance steps until nothing needs work (at most `max_steps`);
