@@ -1,175 +1,154 @@
-//! The commit engine against raw Lance (docs/performance.md):
-//! an 8,192-row merge load (4,096 updates + 4,096 new rows) into tables of
-//! 0, 100k and 1M rows, through the engine (with and without fsync) and as
-//! a raw Lance `merge_insert` of the same Arrow batch on a table with the
-//! same schema and `_id` index; then p50/p99 of 200 sequential 100-row loads.
+//! The commit engine against raw Lance (docs/performance.md), on the same
+//! base: a graph of 8k, 100k or 1M people is built and maintained, its
+//! Person table copied byte for byte for raw Lance, and the graph copied
+//! once more. Then every round sends the same 8,192-row merge (4,096 updates
+//! spread over the table, 4,096 new rows) to all three, interleaved: raw
+//! Lance `merge_insert` of the Arrow batch the engine writes, the engine
+//! without any fsync, and the engine with fsync (as shipped). The engine's
+//! per-step timers come from its receipts.
 //!
-//! `cargo bench -p omnigraph-host --bench commit` (OG_BENCH_SIZES=0,100000
-//! to run fewer sizes).
+//! `cargo bench --profile dev -p omnigraph-host --bench commit`
+//! (`OG_BENCH_SIZES=8192,100000` for fewer sizes, `OG_BENCH_ROUNDS=16`).
+
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Int32Array, RecordBatch, StringArray};
-use lance::dataset::{InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode, WriteParams};
-use lance::index::DatasetIndexExt;
-use lance_index::IndexType;
-use lance_index::scalar::ScalarIndexParams;
+use common::*;
+use lance::Dataset;
+use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use omnigraph_host::validator::{RunnerConfig, Validator};
-use omnigraph_host::{EngineConfig, Graph, GraphRoot, LoadRequest, tables};
-use omnigraph_validate_wasm::{Mode, Schema};
+use omnigraph_host::{LoadTimings, tables};
+use omnigraph_validate_wasm::Schema;
 
-const SCHEMA: &str = "node Person { name: String @key  age: I32? }";
-const BATCH_ROWS: usize = 8_192;
-const ROUNDS: usize = 16;
-const SMALL_LOADS: usize = 200;
-const SMALL_ROWS: usize = 100;
-
-fn name(i: usize) -> String {
-    format!("person-{i:09}")
-}
-
-/// Rows `lo..hi` as NDJSON.
-fn ndjson(ids: impl Iterator<Item = usize>, age: i32) -> Vec<u8> {
-    let mut out = String::new();
-    for i in ids {
-        out.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{}\",\"age\":{age}}}}}\n", name(i)));
-    }
-    out.into_bytes()
-}
-
-fn arrow(schema: &arrow_schema::SchemaRef, ids: impl Iterator<Item = usize>, age: i32) -> RecordBatch {
-    let names: Vec<String> = ids.map(name).collect();
+fn arrow(schema: &arrow_schema::SchemaRef, ids: &[usize], age: i32) -> RecordBatch {
+    let names: Vec<String> = ids.iter().copied().map(name).collect();
     let ages = Int32Array::from(vec![age; names.len()]);
-    RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(names.clone())), Arc::new(StringArray::from(names)), Arc::new(ages)])
-        .expect("batch")
+    let columns = vec![
+        Arc::new(StringArray::from(names.clone())) as _,
+        Arc::new(StringArray::from(names)) as _,
+        Arc::new(ages) as _,
+    ];
+    RecordBatch::try_new(schema.clone(), columns).expect("batch")
 }
 
-/// Round `r`'s batch: half updates of stored rows (when there are any), half new.
-fn round_ids(base: usize, r: usize) -> Vec<usize> {
-    let fresh = (base + r * BATCH_ROWS..).take(if base == 0 { BATCH_ROWS } else { BATCH_ROWS / 2 });
-    let updates = (0..base).step_by((base / (BATCH_ROWS / 2)).max(1)).take(if base == 0 { 0 } else { BATCH_ROWS / 2 });
-    updates.chain(fresh).collect()
+/// The engine's own work: everything after the head is known, validation
+/// excluded (it has no raw Lance counterpart).
+fn engine_work(t: &LoadTimings) -> Duration {
+    t.checks + t.writing()
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+struct Engine {
+    whole: Vec<Duration>,
+    steps: Vec<LoadTimings>,
 }
 
-fn mean(v: &[Duration]) -> Duration {
-    v.iter().sum::<Duration>() / v.len() as u32
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e3)
-}
-
-async fn engine_graph(dir: &std::path::Path, validator: Arc<Validator>, durable: bool, base: usize) -> Graph {
-    let config = EngineConfig { durable, ..EngineConfig::default() };
-    let root = GraphRoot::create(dir.to_str().unwrap(), Default::default()).unwrap();
-    let graph = Graph::init(root, SCHEMA, validator, config).await.unwrap();
-    for chunk in (0..base).collect::<Vec<_>>().chunks(BATCH_ROWS) {
-        graph.load(request(ndjson(chunk.iter().copied(), 1))).await.unwrap();
+impl Engine {
+    fn median_of(&self, f: impl Fn(&LoadTimings) -> Duration) -> Duration {
+        median(&self.steps.iter().map(f).collect::<Vec<_>>())
     }
-    graph
-}
-
-fn request(batch: Vec<u8>) -> LoadRequest {
-    LoadRequest { branch: "main".into(), from: None, mode: Mode::Merge, strict: true, actor: "bench".into(), batch: Arc::new(batch), batch_key: None }
-}
-
-async fn raw_lance(dir: &std::path::Path, base: usize) -> Arc<lance::Dataset> {
-    let schema = Schema::compile(SCHEMA).unwrap();
-    let stored = tables::stored_schema(&schema.types[0]);
-    let uri = dir.join("raw.lance");
-    let params = WriteParams { mode: WriteMode::Create, ..Default::default() };
-    let mut batches = vec![RecordBatch::new_empty(stored.clone())];
-    for chunk in (0..base).collect::<Vec<_>>().chunks(65_536) {
-        batches.push(arrow(&stored, chunk.iter().copied(), 1));
-    }
-    let mut ds = InsertBuilder::new(uri.to_str().unwrap()).with_params(&params).execute(batches).await.unwrap();
-    ds.create_index(&["_id"], IndexType::BTree, Some("og_id_idx".into()), &ScalarIndexParams::default(), true).await.unwrap();
-    Arc::new(ds)
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let sizes: Vec<usize> = std::env::var("OG_BENCH_SIZES")
-        .map(|s| s.split(',').map(|n| n.trim().parse().expect("size")).collect())
-        .unwrap_or_else(|_| vec![0, 100_000, 1_000_000]);
+        .map(|s| {
+            s.split(',')
+                .map(|n| n.trim().parse().expect("size"))
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![8_192, 100_000, 1_000_000]);
+    let rounds: usize = std::env::var("OG_BENCH_ROUNDS")
+        .map(|n| n.parse().expect("rounds"))
+        .unwrap_or(16);
     let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
     let schema = Schema::compile(SCHEMA).unwrap();
     let stored = tables::stored_schema(&schema.types[0]);
-    println!("Medians of {ROUNDS} rounds (mean in brackets: includes the compaction and index merges a round may trigger).");
-    println!();
-    println!("| table rows | raw Lance merge_insert | engine, no fsync: checks+commit | engine, no fsync: whole load | engine, fsync: whole load (sync) | validate |");
-    println!("|---|---|---|---|---|---|");
+    let mut targets = Vec::new();
+    let mut whole_sync = Vec::new();
+    println!("Medians of {rounds} rounds (after one warm-up round each), in ms.");
     runtime.block_on(async {
         for &base in &sizes {
             let tmp = tempfile::tempdir().unwrap();
-            let mut raw = raw_lance(tmp.path(), base).await;
-            let mut raw_times = Vec::new();
-            for r in 0..ROUNDS {
-                let batch = arrow(&stored, round_ids(base, r).into_iter(), 2);
+            let (nosync_dir, sync_dir) = (tmp.path().join("nosync"), tmp.path().join("sync"));
+            drop(built_graph(&nosync_dir, validator.clone(), base).await);
+            copy_tree(&nosync_dir, &sync_dir);
+            let raw_uri = tmp.path().join("raw.lance");
+            copy_tree(&nosync_dir.join("nodes/Person.lance"), &raw_uri);
+            let nosync = reopen(&nosync_dir, validator.clone(), false).await;
+            let synced = reopen(&sync_dir, validator.clone(), true).await;
+            let mut raw = Arc::new(Dataset::open(raw_uri.to_str().unwrap()).await.unwrap());
+            let (mut raw_times, mut engines) = (Vec::new(), [Engine { whole: vec![], steps: vec![] }, Engine { whole: vec![], steps: vec![] }]);
+            let mut rows = base;
+            for r in 0..=rounds {
+                let ids = merge_ids(rows, r);
+                rows += BATCH_ROWS / 2;
+                let age = 2 + r as i32;
+                let batch = arrow(&stored, &ids, age);
                 let started = Instant::now();
                 let mut job = MergeInsertBuilder::try_new(raw.clone(), vec!["_id".into()]).unwrap();
                 job.when_matched(WhenMatched::UpdateAll).when_not_matched(WhenNotMatched::InsertAll);
                 let (next, _) = job.try_build().unwrap().execute_batches(vec![batch]).await.unwrap();
-                raw_times.push(started.elapsed());
+                let raw_time = started.elapsed();
                 raw = next;
-            }
-            let mut rows = Vec::new();
-            for durable in [false, true] {
-                let dir = tmp.path().join(if durable { "sync" } else { "nosync" });
-                let graph = engine_graph(&dir, validator.clone(), durable, base).await;
-                let (mut whole, mut core, mut validate, mut sync) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for r in 0..ROUNDS {
-                    let batch = ndjson(round_ids(base, r).into_iter(), 2);
+                for (graph, engine) in [&nosync, &synced].into_iter().zip(engines.iter_mut()) {
                     let started = Instant::now();
-                    let receipt = graph.load(request(batch)).await.unwrap();
-                    whole.push(started.elapsed());
-                    core.push(receipt.timings.checks + receipt.timings.commit);
-                    validate.push(receipt.timings.validate);
-                    sync.push(receipt.timings.sync);
+                    let receipt = graph.load(merge(ndjson(ids.iter().copied(), age))).await.unwrap();
+                    if r > 0 {
+                        engine.whole.push(started.elapsed());
+                        engine.steps.push(receipt.timings);
+                    }
                 }
-                rows.push((median(whole.clone()), median(core.clone()), median(validate), median(sync), mean(&whole), mean(&core)));
+                if r > 0 {
+                    raw_times.push(raw_time);
+                }
             }
-            let (raw, raw_mean) = (median(raw_times.clone()), mean(&raw_times));
-            let (nosync, synced) = (rows[0], rows[1]);
-            let ratio = |d: Duration| d.as_secs_f64() / raw.as_secs_f64();
-            println!(
-                "| {base} | {} ms [{}] | {} ms ({:.2}×) [{} ms] | {} ms ({:.2}×) [{} ms] | {} ms ({:.2}×) ({} ms) | {} ms |",
-                ms(raw),
-                ms(raw_mean),
-                ms(nosync.1),
-                ratio(nosync.1),
-                ms(nosync.5),
-                ms(nosync.0),
-                ratio(nosync.0),
-                ms(nosync.4),
-                ms(synced.0),
-                ratio(synced.0),
-                ms(synced.3),
-                ms(nosync.2),
-            );
+            let raw = median(&raw_times);
+            println!();
+            println!("Table of {base} rows (raw Lance merge_insert: {} ms):", ms(raw));
+            println!();
+            println!("| engine | whole load | validate | lease | head | checks | stage | record | commit | sync | publish | checks+commit | ÷ raw |");
+            println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+            for (label, engine) in ["no fsync", "fsync"].into_iter().zip(&engines) {
+                let work = engine.median_of(engine_work);
+                println!(
+                    "| {label} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2}× |",
+                    ms(median(&engine.whole)),
+                    ms(engine.median_of(|t| t.validate)),
+                    ms(engine.median_of(|t| t.lease)),
+                    ms(engine.median_of(|t| t.head)),
+                    ms(engine.median_of(|t| t.checks)),
+                    ms(engine.median_of(|t| t.stage)),
+                    ms(engine.median_of(|t| t.record)),
+                    ms(engine.median_of(|t| t.commit)),
+                    ms(engine.median_of(|t| t.sync)),
+                    ms(engine.median_of(|t| t.publish)),
+                    ms(work),
+                    ratio(work, raw),
+                );
+            }
+            let tag = size_tag(base);
+            targets.push(target(&format!("commit_vs_raw_nosync_{tag}"), ratio(engines[0].median_of(engine_work), raw), 1.25));
+            targets.push(target(&format!("commit_vs_raw_sync_{tag}"), ratio(engines[1].median_of(engine_work), raw), 1.35));
+            whole_sync.push((base, median(&engines[1].whole)));
         }
-
-        let tmp = tempfile::tempdir().unwrap();
-        let graph = engine_graph(tmp.path(), validator.clone(), true, 100_000).await;
-        let mut times = Vec::new();
-        for n in 0..SMALL_LOADS {
-            let batch = ndjson((0..SMALL_ROWS).map(|i| 10_000_000 + n * SMALL_ROWS + i), 3);
-            let started = Instant::now();
-            graph.load(request(batch)).await.unwrap();
-            times.push(started.elapsed());
-        }
-        times.sort();
-        println!();
-        println!(
-            "{SMALL_LOADS} sequential {SMALL_ROWS}-row loads into a 100k-row table (fsync on): p50 {} ms, p99 {} ms",
-            ms(times[times.len() / 2]),
-            ms(times[times.len() * 99 / 100])
-        );
     });
+    if let (Some(&(small, a)), Some(&(large, b))) = (whole_sync.first(), whole_sync.last())
+        && large > small
+    {
+        targets.push(target(
+            &format!("load_{}_vs_{}", size_tag(large), size_tag(small)),
+            ratio(b, a),
+            1.2,
+        ));
+    }
+    println!();
+    for line in targets {
+        println!("{line}");
+    }
 }

@@ -88,13 +88,34 @@ pub struct LoadRequest {
     pub batch_key: Option<String>,
 }
 
-/// Where a load's time went.
+/// Where a load's time went, step by step along its path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadTimings {
+    /// The validator (wasmtime), before the lease is asked for.
     pub validate: Duration,
+    /// Waiting for and taking (or keeping) the write lease.
+    pub lease: Duration,
+    /// Resolving the branch's head commit.
+    pub head: Duration,
+    /// The stateful checks against the stored tables.
     pub checks: Duration,
+    /// Opening each table at its pin and staging its transaction.
+    pub stage: Duration,
+    /// Writing the recovery record.
+    pub record: Duration,
+    /// The fenced table commits.
     pub commit: Duration,
+    /// Making the table files durable (local disks).
     pub sync: Duration,
+    /// The put-if-absent of the graph commit (and its head hint).
+    pub publish: Duration,
+}
+
+impl LoadTimings {
+    /// Everything after the checks: stage, record, table commits, sync, publish.
+    pub fn writing(&self) -> Duration {
+        self.stage + self.record + self.commit + self.sync + self.publish
+    }
 }
 
 /// What a successful load did.
@@ -305,6 +326,12 @@ impl Graph {
         config: EngineConfig,
     ) -> Graph {
         let schema = Arc::new(schema);
+        // Not durable means no fsync at all, the manifest's objects included.
+        let root = if config.durable {
+            root
+        } else {
+            root.without_fsync()
+        };
         Graph {
             root,
             schema_source,

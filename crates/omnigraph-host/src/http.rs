@@ -477,7 +477,11 @@ async fn run_load(state: &Arc<AppState>, graph: &Graph, request: LoadRequest) ->
     match graph.load(request).await {
         Ok(receipt) => {
             state.metrics.load("committed", bytes);
-            state.metrics.timings(receipt.timings.validate, receipt.timings.checks, receipt.timings.commit);
+            state.metrics.timings(
+                receipt.timings.validate,
+                receipt.timings.checks,
+                receipt.timings.writing(),
+            );
             for (table, c) in receipt.counts() {
                 state.metrics.rows(table, c.inserted + c.updated);
             }

@@ -20,5 +20,8 @@ pub mod tables;
 pub mod validator;
 
 pub use error::{Conflict, EngineError};
-pub use graph::{Cleaned, DryRun, EngineConfig, Graph, GraphSettings, LoadRequest, OverwritePublish, Receipt, Recovered};
+pub use graph::{
+    Cleaned, DryRun, EngineConfig, Graph, GraphSettings, LoadRequest, LoadTimings,
+    OverwritePublish, Receipt, Recovered,
+};
 pub use storage::{GraphRoot, StorageOptions};

@@ -1,5 +1,9 @@
 //! `omnigraph-host`: the commit host's command line (SPEC §7).
 
+// `run` awaits every command's future; their nested async state machines
+// outgrow the default query depth when compiled as a test.
+#![recursion_limit = "256"]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

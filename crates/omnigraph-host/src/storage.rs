@@ -118,6 +118,22 @@ impl GraphRoot {
         self
     }
 
+    /// The same root whose manifest objects are written without fsync (a
+    /// graph configured not durable: tests and benchmarks). Object stores are
+    /// unaffected.
+    pub fn without_fsync(mut self) -> GraphRoot {
+        if let Some(dir) = &self.local_dir {
+            let store: Arc<dyn ObjectStore> = Arc::new(
+                LocalFileSystem::new_with_prefix(dir).expect("the directory was opened before"),
+            );
+            self.store = match &self.wrapper {
+                Some(wrapper) => wrapper.wrap("graph", store),
+                None => store,
+            };
+        }
+        self
+    }
+
     pub fn uri(&self) -> &str {
         &self.uri
     }

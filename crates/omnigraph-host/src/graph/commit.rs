@@ -16,6 +16,7 @@ impl Graph {
         mut commit: Commit,
         timings: &mut LoadTimings,
     ) -> Result<Commit, EngineError> {
+        let staging = Instant::now();
         let target = commit.lance_branch.clone();
         let mut staged_tables = BTreeMap::new();
         let mut staged = Vec::new();
@@ -64,10 +65,22 @@ impl Graph {
             );
             staged.push((t, read_version, one));
         }
+        timings.stage = staging.elapsed();
         fail_point!("after-stage");
-        let record = RecoveryRecord { lease_generation: lease.generation, commit: commit.clone(), staged: staged_tables };
+        let recording = Instant::now();
+        let record = RecoveryRecord {
+            lease_generation: lease.generation,
+            commit: commit.clone(),
+            staged: staged_tables,
+        };
         self.record_written.store(true, Ordering::Release);
-        self.root.put(&recovery_path(lease.generation), serde_json::to_vec_pretty(&record).expect("record serializes")).await?;
+        self.root
+            .put(
+                &recovery_path(lease.generation),
+                serde_json::to_vec_pretty(&record).expect("record serializes"),
+            )
+            .await?;
+        timings.record = recording.elapsed();
         fail_point!("after-record");
         // The record stays until the lease is given up (`give_up`): the next
         // load of the tenure overwrites it, and a record of a published load
@@ -88,6 +101,7 @@ impl Graph {
         mut commit: Commit,
         timings: &mut LoadTimings,
     ) -> Result<Commit, EngineError> {
+        let committing = Instant::now();
         let target = commit.lance_branch.clone();
         for (t, read_version, one) in staged {
             let def = &self.schema.types[t];
@@ -105,15 +119,19 @@ impl Graph {
             fail_point!("after-table-commit");
             commit.tables.insert(def.name.clone(), TablePin { lance_branch: target.clone(), version: ds.version().version });
         }
-        let synced = Instant::now();
+        timings.commit = committing.elapsed();
+        let syncing = Instant::now();
         self.sync_tables().await?;
-        timings.sync = synced.elapsed();
+        timings.sync = syncing.elapsed();
         fail_point!("after-sync");
         if !lease.valid_for(self.publish_margin()) {
             return Err(EngineError::LeaseExpired);
         }
         fail_point!("before-publish");
-        if !self.publish_commit(&commit).await? {
+        let publishing = Instant::now();
+        let published = self.publish_commit(&commit).await?;
+        timings.publish = publishing.elapsed();
+        if !published {
             // Recovery by another host may have published this very load.
             let holder = self.commit_at(&commit.branch, commit.seq).await?;
             if holder.batch_id == commit.batch_id {

@@ -68,17 +68,36 @@ impl Graph {
         let started = Instant::now();
         let validated = self.validate(&req).await?;
         let validate_time = started.elapsed();
-        let mut receipt = self.with_lease(self.config.lease_wait, |lease, _| self.load_leased(&req, &validated, lease)).await?;
+        let asked = Instant::now();
+        let mut receipt = self
+            .with_lease(self.config.lease_wait, |lease, _| {
+                let timings = LoadTimings {
+                    validate: validate_time,
+                    lease: asked.elapsed(),
+                    ..LoadTimings::default()
+                };
+                self.load_leased(&req, &validated, lease, timings)
+            })
+            .await?;
         receipt.timings.validate = validate_time;
         Ok(receipt)
     }
 
-    pub(super) async fn load_leased(&self, req: &LoadRequest, validated: &Validated, lease: HeldLease) -> Result<Receipt, EngineError> {
-        let mut timings = LoadTimings::default();
+    pub(super) async fn load_leased(
+        &self,
+        req: &LoadRequest,
+        validated: &Validated,
+        lease: HeldLease,
+        mut timings: LoadTimings,
+    ) -> Result<Receipt, EngineError> {
         // Only an empty load's fork loops (its branch appeared meanwhile); a
         // load with rows is published or answers an error, its slot fenced.
         for _ in 1..=MAX_COMMIT_ATTEMPTS {
-            let (base, created_from) = self.load_base(&req.branch, req.from.as_deref(), true).await?;
+            let started = Instant::now();
+            let (base, created_from) = self
+                .load_base(&req.branch, req.from.as_deref(), true)
+                .await?;
+            timings.head += started.elapsed();
             let receipt = |commit: Option<Commit>, timings: LoadTimings| Receipt {
                 branch: req.branch.clone(),
                 created_from: created_from.clone(),
@@ -123,10 +142,14 @@ impl Graph {
                 self.next_commit(&req.branch, &base, CommitKind::Load, &req.actor, Some(batch_id), Some(req.mode)).await?;
             commit.counts = outcome.counts;
             commit.batch_key = req.batch_key.clone();
-            let started = Instant::now();
-            let sources = validated.tables.iter().map(|table| (table.t, Source::Rows(&table.rows))).collect();
-            let commit = self.stage_and_commit(req.mode, sources, &lease, commit, &mut timings).await?;
-            timings.commit = started.elapsed() - timings.sync;
+            let sources = validated
+                .tables
+                .iter()
+                .map(|table| (table.t, Source::Rows(&table.rows)))
+                .collect();
+            let commit = self
+                .stage_and_commit(req.mode, sources, &lease, commit, &mut timings)
+                .await?;
             return Ok(receipt(Some(commit), timings));
         }
         Err(EngineError::CommitConflict { attempts: MAX_COMMIT_ATTEMPTS })

@@ -163,11 +163,9 @@ impl Graph {
                         .iter()
                         .map(|&t| (t, Source::CopyOf(work.tables[&self.schema.types[t].name].clone())))
                         .collect();
-                    let started = std::time::Instant::now();
                     let published = self
                         .stage_and_commit(Mode::Overwrite, sources, &lease, commit, &mut timings)
                         .await?;
-                    timings.commit = started.elapsed() - timings.sync;
                     Ok((published, timings))
                 }
             })

@@ -1,0 +1,95 @@
+//! Sustained loading with maintenance running (docs/performance.md): 1,000
+//! sequential 8,192-row merges (4,096 updates spread over the table, 4,096
+//! new rows) into a table growing from empty, while a background task runs
+//! maintenance steps the way `serve` does. Each load's latency is timed by
+//! its caller; at the end the table must hold exactly the rows loaded.
+//!
+//! `cargo bench --profile dev -p omnigraph-host --bench sustained`
+//! (`OG_SUSTAINED_LOADS=1000`).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use omnigraph_host::validator::{RunnerConfig, Validator};
+use omnigraph_host::{EngineError, Graph, GraphRoot};
+
+/// How often the background task looks for work, as `serve` does by default.
+const MAINTENANCE_INTERVAL: Duration = omnigraph_host::limits::MAINTENANCE_INTERVAL;
+
+/// `serve`'s maintenance loop for one graph: when loads happened, steps
+/// until none is left.
+async fn maintain(graph: Arc<Graph>, stop: Arc<AtomicBool>, steps: Arc<AtomicUsize>) {
+    while !stop.load(Ordering::Acquire) {
+        tokio::time::sleep(MAINTENANCE_INTERVAL).await;
+        if !graph.take_maintenance_due() {
+            continue;
+        }
+        loop {
+            let began = Instant::now();
+            match graph.maintain_step().await {
+                Ok(Some(commit)) => {
+                    if std::env::var_os("OG_VERBOSE").is_some() {
+                        eprintln!("step {:?} {} ms", commit.maintenance, ms(began.elapsed()));
+                    }
+                    steps.fetch_add(1, Ordering::AcqRel)
+                }
+                Ok(None) => break,
+                Err(EngineError::LeaseBusy { .. }) => {
+                    graph.maintenance_owed();
+                    break;
+                }
+                Err(e) => panic!("maintenance failed: {e}"),
+            };
+        }
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let loads: usize = std::env::var("OG_SUSTAINED_LOADS")
+        .map(|n| n.parse().expect("loads"))
+        .unwrap_or(1_000);
+    let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = GraphRoot::create(tmp.path().to_str().unwrap(), Default::default()).unwrap();
+        let graph = Arc::new(Graph::init(root, SCHEMA, validator, config(true)).await.unwrap());
+        let (stop, steps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let maintenance = tokio::spawn(maintain(graph.clone(), stop.clone(), steps.clone()));
+        let mut times = Vec::with_capacity(loads);
+        let mut rows = 0;
+        let started = Instant::now();
+        for r in 0..loads {
+            let ids = merge_ids(rows, r);
+            rows = rows.max(*ids.iter().max().unwrap() + 1);
+            let began = Instant::now();
+            let receipt = graph.load(merge(ndjson(ids.into_iter(), r as i32))).await.unwrap();
+            times.push(began.elapsed());
+            if std::env::var_os("OG_VERBOSE").is_some() {
+                eprintln!("load {r} {} ms {:?}", ms(times[r]), receipt.timings);
+            }
+            if (r + 1) % 100 == 0 {
+                eprintln!("{} loads, {rows} rows, last {} ms, {} maintenance steps", r + 1, ms(times[r]), steps.load(Ordering::Acquire));
+            }
+        }
+        let total = started.elapsed();
+        stop.store(true, Ordering::Release);
+        maintenance.await.unwrap();
+        let stored = graph.row_counts("main", None).await.unwrap()["Person"];
+        assert_eq!(stored, rows as u64, "every loaded row exactly once");
+        let (p50, p99, avg) = (median(&times), quantile(&times, 0.99), mean(&times));
+        let deciles: Vec<String> = times.chunks(loads.div_ceil(10)).map(|c| ms(median(c))).collect();
+        println!("{loads} sequential merges of {BATCH_ROWS} rows in {:.1} s, table 0 → {rows} rows, {} maintenance steps", total.as_secs_f64(), steps.load(Ordering::Acquire));
+        println!("p50 {} ms, p99 {} ms, max {} ms, mean {} ms; median per tenth of the run: {}", ms(p50), ms(p99), ms(quantile(&times, 1.0)), ms(avg), deciles.join(", "));
+        println!();
+        println!("{}", target("sustained_p99_vs_p50", ratio(p99, p50), 2.0));
+        println!("{}", target("sustained_mean_vs_median", ratio(avg, p50), 1.2));
+    });
+}
