@@ -312,7 +312,8 @@ fn segments_to_merge(segment_rows: &[u64], unindexed_rows: u64) -> usize {
 /// An index fold built on a snapshot of a table but not committed: the
 /// part of a fold that reads index segments, done without the writer lock.
 pub struct PreparedFold {
-    name: String,
+    /// The index folded.
+    pub name: String,
     options: OptimizeOptions,
     segments: Vec<IndexSegmentResult>,
 }
@@ -387,18 +388,16 @@ pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<Dataset,
 
 /// Runs one job: exactly one more Lance version (a compaction: a fragment
 /// reservation and the rewrite), with new indexes warmed before it is
-/// published. `None`: nothing to do after all (Lance's compaction planner
-/// found no run of fragments to merge).
+/// published. `None`: nothing to do under the lock after all: a fold is
+/// built off it ([`prepare_fold`], then [`commit_fold`] under it), and
+/// Lance's compaction planner may find no run of fragments to merge.
 pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, EngineError> {
     match job {
         Job::CreateIndex { column, name } => {
             ds.create_index(&[column.as_str()], IndexType::BTree, Some(name.clone()), &ScalarIndexParams::default(), true).await?;
             ds.prewarm_index(name).await?;
         }
-        Job::FoldIndex(name) => {
-            let fold = prepare_fold(&ds, name).await?;
-            ds = commit_fold(ds, fold).await?;
-        }
+        Job::FoldIndex(_) => return Ok(None),
         Job::Compact => {
             let options = compaction_options(&ds.load_indices().await?);
             let plan = plan_compaction(&ds, &options).await?;

@@ -69,8 +69,7 @@ impl Graph {
         let validated = self.validate(&req).await?;
         let validate_time = started.elapsed();
         let asked = Instant::now();
-        let mut receipt = self
-            .with_lease(self.config.lease_wait, |lease, _| {
+        self.with_lease(self.config.lease_wait, |lease, _| {
                 let timings = LoadTimings {
                     validate: validate_time,
                     lease: asked.elapsed(),
@@ -78,9 +77,7 @@ impl Graph {
                 };
                 self.load_leased(&req, &validated, lease, timings)
             })
-            .await?;
-        receipt.timings.validate = validate_time;
-        Ok(receipt)
+            .await
     }
 
     pub(super) async fn load_leased(

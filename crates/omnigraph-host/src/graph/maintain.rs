@@ -23,7 +23,6 @@ use crate::tables;
 struct PendingFold {
     branch: String,
     table: usize,
-    job: tables::Job,
     fold: tables::PreparedFold,
 }
 
@@ -55,9 +54,10 @@ impl Graph {
                         )
                         .await?;
                     let read_version = ds.version().version;
+                    let job = tables::Job::FoldIndex(pending.fold.name.clone());
                     let ds = tables::commit_fold(ds, pending.fold).await?;
                     return self
-                        .publish_step(&lease, &head, def, read_version, ds, &pending.job)
+                        .publish_step(&lease, &head, def, read_version, ds, &job)
                         .await
                         .map(Some);
                 }
@@ -77,10 +77,6 @@ impl Graph {
                     else {
                         continue;
                     };
-                    // A fold that became due meanwhile is built by the next step, off the lock.
-                    if matches!(job, tables::Job::FoldIndex(_)) {
-                        continue;
-                    }
                     let read_version = ds.version().version;
                     let Some(ds) = tables::run_job(ds, &job).await? else {
                         continue;
@@ -111,13 +107,7 @@ impl Graph {
                     tables::next_job(&ds, def, &self.declared_indexes(def)).await?
                 {
                     let fold = tables::prepare_fold(&ds, &name).await?;
-                    let job = tables::Job::FoldIndex(name);
-                    return Ok(Some(PendingFold {
-                        branch: head.branch.clone(),
-                        table: t,
-                        job,
-                        fold,
-                    }));
+                    return Ok(Some(PendingFold { branch: head.branch.clone(), table: t, fold }));
                 }
             }
         }
