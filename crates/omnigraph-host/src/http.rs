@@ -858,7 +858,8 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serves HTTP/1.1 until `shutdown` resolves; in-flight requests (loads)
-/// finish first. A connection whose request head does not arrive within
+/// and the maintenance step in flight finish first, so a stopped server
+/// leaves every table at its published version. A connection whose request head does not arrive within
 /// `header_read_timeout` is closed (slow-loris heads; bodies have
 /// `body_read_timeout`).
 pub async fn serve(
@@ -867,9 +868,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let header_read_timeout = state.config.header_read_timeout;
-    let maintenance = state.config.maintenance_interval.map(|every| tokio::spawn(maintain_forever(state.clone(), every)));
-    let app = router(state);
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    let maintenance = state
+        .config
+        .maintenance_interval
+        .map(|every| tokio::spawn(maintain_forever(state.clone(), every, stopping.clone())));
+    let app = router(state);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -903,10 +907,10 @@ pub async fn serve(
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
-    if let Some(maintenance) = maintenance {
-        maintenance.abort();
-    }
     let _ = stop.send(true);
+    if let Some(maintenance) = maintenance {
+        let _ = maintenance.await;
+    }
     while connections.join_next().await.is_some() {}
     Ok(())
 }
@@ -915,10 +919,18 @@ pub async fn serve(
 /// that loads changed gets maintenance steps until it needs none. A step
 /// holds the graph's writer lock, so a load waits for at most one step; a
 /// graph another host holds the lease of is tried again later.
-async fn maintain_forever(state: Arc<AppState>, every: Duration) {
+///
+/// When `stopping` turns true it returns between steps, never inside one
+/// (a step cut at an await would leave a table version above its pin for
+/// the next writer to restore away); the wait and a version cleanup, which
+/// only deletes what nothing pins, are cut short.
+async fn maintain_forever(state: Arc<AppState>, every: Duration, mut stopping: tokio::sync::watch::Receiver<bool>) {
     let mut cleaned_at: HashMap<String, std::time::Instant> = HashMap::new();
     loop {
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stopping.wait_for(|stop| *stop) => return,
+        }
         let graphs: Vec<(String, Arc<Graph>)> =
             state.graphs.lock().await.iter().map(|(id, g)| (id.clone(), g.clone())).collect();
         for (id, graph) in graphs {
@@ -927,14 +939,23 @@ async fn maintain_forever(state: Arc<AppState>, every: Duration) {
             let last = *cleaned_at.entry(id.clone()).or_insert_with(std::time::Instant::now);
             if last.elapsed() >= crate::limits::CLEANUP_INTERVAL {
                 cleaned_at.insert(id.clone(), std::time::Instant::now());
-                if let Err(e) = graph.cleanup_versions(crate::limits::VERSION_RETENTION).await {
-                    eprintln!("version cleanup of graph {id} stopped: {e}");
+                tokio::select! {
+                    cleaned = graph.cleanup_versions(crate::limits::VERSION_RETENTION) => {
+                        if let Err(e) = cleaned {
+                            eprintln!("version cleanup of graph {id} stopped: {e}");
+                        }
+                    }
+                    _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
             if !graph.take_maintenance_due() {
                 continue;
             }
             loop {
+                if *stopping.borrow() {
+                    graph.maintenance_owed();
+                    return;
+                }
                 match graph.maintain_step().await {
                     Ok(Some(_)) => state.metrics.maintenance_step(),
                     Ok(None) => break,

@@ -116,7 +116,7 @@ async fn a_crash_inside_a_maintenance_step_loses_nothing() {
 async fn the_server_maintains_loaded_graphs_in_the_background() {
     // Its maintenance steps must not pass another test's failpoints.
     let _serial = fail::FailScenario::setup();
-    let s = start(omnigraph_host::auth::Auth::Open, |c| c.maintenance_interval = Some(Duration::from_millis(200))).await;
+    let mut s = start(omnigraph_host::auth::Auth::Open, |c| c.maintenance_interval = Some(Duration::from_millis(200))).await;
     let client = reqwest::Client::new();
     for n in 1..=3 {
         let r = client
@@ -142,9 +142,54 @@ async fn the_server_maintains_loaded_graphs_in_the_background() {
     assert!(maintained.iter().all(|c| c["actor"] == "maintenance" && c["maintenance"].is_string()), "{maintained:?}");
     let metrics = client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l.starts_with("omnigraph_maintenance_steps_total ") && !l.ends_with(" 0")), "{metrics}");
+    // Stopped, the server has finished any step it was in.
+    s.shut_down().await;
     let graph = reopen(&s.place.child("g")).await;
     assert_eq!(people_per_batch(&graph).await.len(), 3);
     assert_heads_published(&graph).await;
+}
+
+/// A server shut down while a maintenance step has committed its table
+/// version but not yet published it finishes the step before it stops:
+/// no table is left above its published version.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_shut_down_mid_step_finishes_the_step() {
+    let scenario = fail::FailScenario::setup();
+    // Loaded without a server: its indexes are still to be built.
+    let place = place().await;
+    let graph = init(&place.child("g")).await;
+    for n in 1..=3 {
+        load(&graph, "main", Mode::Merge, &numbered_batch(n)).await.unwrap();
+    }
+    let (in_step, step_reached) = std::sync::mpsc::channel();
+    let in_step = std::sync::Mutex::new(Some(in_step));
+    fail::cfg_callback("after-maintain-commit", move || {
+        if let Some(in_step) = in_step.lock().unwrap().take() {
+            in_step.send(()).unwrap();
+            // The shutdown arrives while the step is here.
+            std::thread::sleep(Duration::from_millis(1_000));
+        }
+    })
+    .unwrap();
+    let mut s = start_at(place, omnigraph_host::auth::Auth::Open, |c| {
+        c.maintenance_interval = Some(Duration::from_millis(100))
+    })
+    .await;
+    // The first request opens the graph, which maintenance then finds due.
+    let r = reqwest::get(format!("{}/graphs/g/commits", s.url)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    tokio::task::spawn_blocking(move || step_reached.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("a maintenance step within 20 s");
+    s.shut_down().await;
+    let graph = reopen(&s.place.child("g")).await;
+    let log = graph.log("main").await.unwrap();
+    assert!(log.iter().any(|c| c.kind == CommitKind::Maintain), "the step was published");
+    assert_eq!(people_per_batch(&graph).await.len(), 3);
+    assert_heads_published(&graph).await;
+    scenario.teardown();
 }
 
 /// `omnigraph-host optimize` SIGKILLed in the middle of a step (its table

@@ -251,6 +251,16 @@ pub struct Server {
     /// The server's root; graph `g` is `place.child("g")`.
     pub place: Place,
     pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The serving task; it ends once in-flight work has finished.
+    pub served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    /// Shuts the server down and waits until it has stopped.
+    pub async fn shut_down(&mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        self.served.take().expect("running").await.unwrap().unwrap();
+    }
 }
 
 /// A server over a root holding graph `g` (and `empty`, never loaded).
@@ -278,10 +288,10 @@ pub async fn start_at(
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let state = omnigraph_host::http::AppState::new(server_config, validator());
-    tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
+    let served = tokio::spawn(omnigraph_host::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));
-    Server { url: format!("http://{addr}"), addr, place, stop: Some(stop) }
+    Server { url: format!("http://{addr}"), addr, place, stop: Some(stop), served: Some(served) }
 }
 
 
