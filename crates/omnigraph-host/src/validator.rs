@@ -1,12 +1,20 @@
 //! The host's validator: the exact `.wasm` file the npm package ships,
-//! embedded at build time, compiled once per process and run in wasmtime on
-//! every batch. The host never trusts a client's verdict.
+//! embedded at build time, compiled once and run in wasmtime on every batch.
+//! The host never trusts a client's verdict.
+//!
+//! Compiling the artifact with Cranelift takes about a second, so it is
+//! done only when something validates (`log`, `export`, `branch` never
+//! pay it) and at most once per machine: the compiled module is kept in a
+//! cache directory keyed by the artifact's SHA-256 and wasmtime's
+//! compatibility hash (version and engine settings), and later processes
+//! load it in milliseconds.
 //!
 //! Each batch gets a fresh instance from a pre-instantiated template (pooling
 //! allocator: tens of microseconds), a memory cap and an epoch deadline. A
 //! trap becomes a typed error; the next batch starts from a clean instance.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -129,20 +137,40 @@ impl Drop for Ticker {
 
 pub struct Validator {
     engine: Engine,
-    pre: InstancePre<()>,
-    sha256: String,
+    module_cache: Option<PathBuf>,
+    /// The compiled module, made on first use (an error is kept: it would recur).
+    pre: OnceLock<Result<InstancePre<()>, ValidatorError>>,
+    sha256: OnceLock<String>,
     config: RunnerConfig,
     _ticker: Ticker,
 }
 
+/// Where compiled modules are kept unless `OMNIGRAPH_MODULE_CACHE` says
+/// otherwise (`off` keeps none): `$XDG_CACHE_HOME/omnigraph-ingest/wasmtime`,
+/// else `$HOME/.cache/omnigraph-ingest/wasmtime`.
+pub fn default_module_cache() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    match var("OMNIGRAPH_MODULE_CACHE") {
+        Some(dir) if dir == "off" => None,
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => var("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| var("HOME").map(|home| Path::new(&home).join(".cache")))
+            .map(|cache| cache.join("omnigraph-ingest").join("wasmtime")),
+    }
+}
+
 impl Validator {
-    /// Compiles the embedded artifact (once per process: ~0.1 s).
+    /// The embedded artifact, its compiled module kept in
+    /// [`default_module_cache`]. Compiling waits for the first call (or
+    /// [`Validator::ready`]).
     pub fn new(config: RunnerConfig) -> Result<Validator, ValidatorError> {
-        Self::from_bytes(ARTIFACT, config)
+        Self::with_module_cache(config, default_module_cache())
     }
 
-    pub fn from_bytes(wasm: &[u8], config: RunnerConfig) -> Result<Validator, ValidatorError> {
-        let setup = |e: wasmtime::Error| ValidatorError::Setup(format!("{e:#}"));
+    /// [`Validator::new`] with compiled modules kept in `module_cache`
+    /// (`None`: compiled in every process).
+    pub fn with_module_cache(config: RunnerConfig, module_cache: Option<PathBuf>) -> Result<Validator, ValidatorError> {
         let mut pooling = PoolingAllocationConfig::default();
         pooling
             .total_core_instances(config.max_instances)
@@ -158,12 +186,7 @@ impl Validator {
             .linear_memory_keep_resident(config.keep_resident as usize);
         let mut wasm_config = Config::new();
         wasm_config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        let engine = Engine::new(&wasm_config).map_err(setup)?;
-        let module = Module::new(&engine, wasm).map_err(setup)?;
-        let mut linker: Linker<()> = Linker::new(&engine);
-        // wasm-bindgen's JS glue imports are never called through the plain ABI.
-        linker.define_unknown_imports_as_traps(&module).map_err(setup)?;
-        let pre = linker.instantiate_pre(&module).map_err(setup)?;
+        let engine = Engine::new(&wasm_config).map_err(setup_error)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.weak();
         let ticker_stop = stop.clone();
@@ -179,13 +202,71 @@ impl Validator {
                 }
             })
             .map_err(|e| ValidatorError::Setup(format!("epoch thread: {e}")))?;
-        let sha256 = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Validator { engine, pre, sha256, config, _ticker: Ticker { stop, thread: Some(thread) } })
+        Ok(Validator {
+            engine,
+            module_cache,
+            pre: OnceLock::new(),
+            sha256: OnceLock::new(),
+            config,
+            _ticker: Ticker { stop, thread: Some(thread) },
+        })
+    }
+
+    /// Compiles (or loads from the cache) the module now rather than at the
+    /// first call; a server calls it at start-up so setup errors show there.
+    pub fn ready(&self) -> Result<(), ValidatorError> {
+        self.pre().map(|_| ())
+    }
+
+    fn pre(&self) -> Result<&InstancePre<()>, ValidatorError> {
+        self.pre
+            .get_or_init(|| {
+                let module = self.module()?;
+                let mut linker: Linker<()> = Linker::new(&self.engine);
+                // wasm-bindgen's JS glue imports are never called through the plain ABI.
+                linker.define_unknown_imports_as_traps(&module).map_err(setup_error)?;
+                linker.instantiate_pre(&module).map_err(setup_error)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The compiled artifact: from the cache when a valid entry is there,
+    /// else compiled and (best effort) put there for the next process.
+    fn module(&self) -> Result<Module, ValidatorError> {
+        let entry = self.module_cache.as_ref().map(|dir| dir.join(self.cache_entry_name()));
+        // Read, not mapped: a file changed under a mapping would fault the
+        // process; a copy is a few milliseconds.
+        if let Some(entry) = &entry
+            && let Ok(bytes) = std::fs::read(entry)
+            // SAFETY: the entry was written by `Module::serialize` of this
+            // wasmtime (its name carries the compatibility hash, and
+            // `deserialize` checks version and settings again, refusing
+            // anything that is not a compiled module). Whoever can write the
+            // cache directory can run code as this user anyway.
+            && let Ok(module) = unsafe { Module::deserialize(&self.engine, &bytes) }
+        {
+            return Ok(module);
+        }
+        let module = Module::new(&self.engine, ARTIFACT).map_err(setup_error)?;
+        if let Some(entry) = &entry {
+            // A cache that cannot be written only costs the next process a compile.
+            let _ = store_module(&module, entry);
+        }
+        Ok(module)
+    }
+
+    /// `<artifact sha256>-<sha256 of wasmtime's compatibility hash>.cwasm`.
+    fn cache_entry_name(&self) -> String {
+        use std::hash::Hash;
+        let mut compatibility = DigestHasher(Sha256::new());
+        self.engine.precompile_compatibility_hash().hash(&mut compatibility);
+        format!("{}-{}.cwasm", self.artifact_sha256(), hex(&compatibility.0.finalize()))
     }
 
     /// Hex SHA-256 of the artifact this validator runs (for `/rules`).
     pub fn artifact_sha256(&self) -> &str {
-        &self.sha256
+        self.sha256.get_or_init(|| hex(&Sha256::digest(ARTIFACT)))
     }
 
     pub fn abi_version(&self) -> Result<u32, ValidatorError> {
@@ -248,7 +329,7 @@ impl Validator {
     }
 
     fn instantiate(&self, store: &mut Store<()>) -> Result<wasmtime::Instance, ValidatorError> {
-        self.pre.instantiate(&mut *store).map_err(|e| {
+        self.pre()?.instantiate(&mut *store).map_err(|e| {
             let text = format!("{e:#}");
             if text.contains("maximum concurrent") || text.contains("pooling") {
                 ValidatorError::Busy
@@ -309,5 +390,48 @@ impl Validator {
             }
             _ => ValidatorError::Trap(format!("{e:#}")),
         }
+    }
+}
+
+/// Writes a compiled module to `entry` through a temporary file and a
+/// rename, so readers see a whole entry or none.
+fn store_module(module: &Module, entry: &Path) -> std::io::Result<()> {
+    let bytes = module.serialize().map_err(std::io::Error::other)?;
+    let dir = entry.parent().expect("an entry is inside the cache directory");
+    std::fs::create_dir_all(dir)?;
+    // Unique per process and call: two writers never share a staging file.
+    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let staged = dir.join(format!(
+        ".staged-{}-{}",
+        std::process::id(),
+        STAGED.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = std::fs::write(&staged, &bytes).and_then(|()| std::fs::rename(&staged, entry));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&staged);
+    }
+    written
+}
+
+fn setup_error(e: wasmtime::Error) -> ValidatorError {
+    ValidatorError::Setup(format!("{e:#}"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Feeds what a `Hash` writes into SHA-256: a name that is the same in
+/// every process (std's hashers promise no such thing).
+struct DigestHasher(Sha256);
+
+impl std::hash::Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// Never read: the name comes from the digest.
+    fn finish(&self) -> u64 {
+        0
     }
 }

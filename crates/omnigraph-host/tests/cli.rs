@@ -380,3 +380,30 @@ async fn cli_loads_keep_the_recovery_contract() {
     let kinds: Vec<_> = graph.log("main").await.unwrap().iter().map(|c| c.kind).collect();
     assert_eq!(kinds.len(), 4, "init, A, the rollback marker, B: {kinds:?}");
 }
+
+/// Only commands that validate compile the validator artifact; the first
+/// one fills the module cache and later processes use it.
+#[test]
+fn only_commands_that_validate_compile_the_validator() {
+    let dir = tokio::runtime::Runtime::new().unwrap().block_on(place());
+    let cache = tempfile::tempdir().unwrap();
+    let modules = cache.path().join("modules");
+    let env = [("OMNIGRAPH_MODULE_CACHE", modules.to_str().unwrap())];
+    let compiled = || std::fs::read_dir(&modules).map_or(0, |d| d.count());
+    let (code, _, stderr) = host_with_env(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")], &env);
+    assert_eq!(code, Some(0), "{stderr}");
+    for (words, rest) in [(&["log"][..], &[][..]), (&["branch"], &["list"]), (&["export"], &[])] {
+        let (code, _, stderr) = host_with_env(&dir, words, rest, &env);
+        assert_eq!(code, Some(0), "{words:?}: {stderr}");
+        assert_eq!(compiled(), 0, "{words:?} compiled the validator");
+    }
+    for _ in 0..2 {
+        let out = Command::new(BIN)
+            .args(["validate", "--schema", &format!("{SAMPLES}/people.pg"), &format!("{SAMPLES}/people.ndjson")])
+            .env("OMNIGRAPH_MODULE_CACHE", &modules)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(compiled(), 1, "one compiled module, kept");
+    }
+}

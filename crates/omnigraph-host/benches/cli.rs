@@ -1,0 +1,71 @@
+//! The CLI as a user meets it: wall time of whole `omnigraph-host`
+//! processes (start-up, work, exit). `validate` of a one-line file and
+//! `log` / `branch list` of a graph with a few commits, each the median of
+//! RUNS processes, with the compiled-module cache filled by one earlier
+//! process (as after a first run on a machine); and `validate` with the
+//! cache off, for the ratio the cache buys.
+//!
+//! cargo bench --profile dev -p omnigraph-host --bench cli
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::target;
+
+mod common;
+
+const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
+const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples");
+const RUNS: usize = 15;
+const UNCACHED_RUNS: usize = 3;
+const LOADS: usize = 20;
+
+/// Runs the binary once, checks it succeeded, returns its wall time.
+fn run(args: &[&str], cache: &str) -> Duration {
+    let start = Instant::now();
+    let out = Command::new(BIN).args(args).env("OMNIGRAPH_MODULE_CACHE", cache).output().unwrap();
+    let took = start.elapsed();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    took
+}
+
+fn median_ms(args: &[&str], cache: &str, runs: usize) -> f64 {
+    let mut times: Vec<Duration> = (0..runs).map(|_| run(args, cache)).collect();
+    times.sort();
+    times[runs / 2].as_secs_f64() * 1e3
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("modules");
+    let cache = cache.to_str().unwrap();
+    let root = dir.path().join("graph");
+    let root = root.to_str().unwrap();
+    let schema = format!("{SAMPLES}/people.pg");
+    let one_line = dir.path().join("one.ndjson");
+    let first = std::fs::read_to_string(format!("{SAMPLES}/people.ndjson")).unwrap().lines().next().unwrap().to_owned();
+    std::fs::write(&one_line, format!("{first}\n")).unwrap();
+    let one_line = one_line.to_str().unwrap();
+
+    run(&["init", "--root", root, &schema], cache);
+    for n in 0..LOADS {
+        let file = dir.path().join(format!("{n}.ndjson"));
+        std::fs::write(&file, format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{n}\",\"age\":{n}}}}}\n")).unwrap();
+        run(&["load", "--root", root, file.to_str().unwrap()], cache);
+    }
+    assert!(Path::new(cache).read_dir().unwrap().count() == 1, "the loads filled the module cache");
+
+    let validate = ["validate", "--schema", &schema, one_line];
+    let cached = median_ms(&validate, cache, RUNS);
+    let uncached = median_ms(&validate, "off", UNCACHED_RUNS);
+    let log = median_ms(&["log", "--root", root], cache, RUNS);
+    let branches = median_ms(&["branch", "--root", root, "list"], cache, RUNS);
+    println!("validate, one line, module cache filled: {cached:.1} ms (median of {RUNS} processes)");
+    println!("validate, one line, module cache off:    {uncached:.1} ms (median of {UNCACHED_RUNS}), {:.1}x", uncached / cached);
+    println!("log ({} commits):                         {log:.1} ms", LOADS + 1);
+    println!("branch list:                             {branches:.1} ms");
+    println!("{}", target("cli_validate_one_line_ms", cached, 100.0));
+    println!("{}", target("cli_log_ms", log, 50.0));
+    println!("{}", target("cli_branch_list_ms", branches, 50.0));
+}
