@@ -69,6 +69,12 @@ pub const VERSION_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// (cleanup walks every live branch's commits: rare, in the background).
 pub const CLEANUP_INTERVAL: Duration = Duration::from_secs(3600);
 
+/// Compiled modules (`validator.rs`) no process has used for this long are
+/// removed when a new one is stored: another version's, or one compiled by
+/// a wasmtime this host no longer runs (no error: a removed entry costs
+/// its next user one compile).
+pub const MODULE_CACHE_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// How often the server looks for graphs that loads have changed since
 /// their last maintenance.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);

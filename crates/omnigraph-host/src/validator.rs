@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
 use omnigraph_validate_wasm::{PreparedTable, Schema, tables_from_rows};
@@ -25,6 +25,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap,
 };
+
+use crate::limits::MODULE_CACHE_RETENTION;
 
 /// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
 /// `scripts/build-wasm.sh` and shipped in the npm package.
@@ -246,6 +248,8 @@ impl Validator {
             // cache directory can run code as this user anyway.
             && let Ok(module) = unsafe { Module::deserialize(&self.engine, &bytes) }
         {
+            // Marks the entry used, so pruning keeps it (best effort).
+            let _ = std::fs::File::options().write(true).open(entry).and_then(|f| f.set_modified(SystemTime::now()));
             return Ok(module);
         }
         let module = Module::new(&self.engine, ARTIFACT).map_err(setup_error)?;
@@ -410,7 +414,27 @@ fn store_module(module: &Module, entry: &Path) -> std::io::Result<()> {
     if written.is_err() {
         let _ = std::fs::remove_file(&staged);
     }
-    written
+    written?;
+    prune_module_cache(dir, entry);
+    Ok(())
+}
+
+/// Removes entries (and staging files a killed writer left) that have not
+/// been used for [`MODULE_CACHE_RETENTION`], except `keep`; what cannot be
+/// read or removed is left.
+fn prune_module_cache(dir: &Path, keep: &Path) {
+    let Ok(listing) = std::fs::read_dir(dir) else { return };
+    let now = SystemTime::now();
+    for item in listing.flatten() {
+        let path = item.path();
+        let name = item.file_name();
+        let name = name.to_string_lossy();
+        let ours = name.ends_with(".cwasm") || name.starts_with(".staged-");
+        let unused_for = item.metadata().and_then(|m| m.modified()).map(|at| now.duration_since(at).unwrap_or_default());
+        if ours && path != keep && unused_for.is_ok_and(|age| age > MODULE_CACHE_RETENTION) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 fn setup_error(e: wasmtime::Error) -> ValidatorError {

@@ -5,6 +5,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use std::time::{Duration, SystemTime};
+
+use omnigraph_host::limits::MODULE_CACHE_RETENTION;
 use omnigraph_host::validator::{RunnerConfig, ValidateOutcome, Validator};
 
 const SCHEMA: &str = "node P { name: String @key  n: I64? }";
@@ -73,4 +76,47 @@ fn a_cache_that_cannot_be_written_costs_only_the_compile() {
     assert!(report(&v).starts_with("{\"ok\":false"));
     let uncached = Validator::with_module_cache(RunnerConfig::default(), None).unwrap();
     assert_eq!(report(&uncached), report(&v));
+}
+
+fn set_age(path: &Path, age: Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - age).unwrap();
+}
+
+fn age(path: &Path) -> Duration {
+    SystemTime::now().duration_since(std::fs::metadata(path).unwrap().modified().unwrap()).unwrap_or_default()
+}
+
+/// Entries nobody used for MODULE_CACHE_RETENTION (other artifacts', other
+/// wasmtimes', a killed writer's staging file) go when a new entry is
+/// stored; an entry in use is marked used and stays.
+#[test]
+fn unused_entries_are_pruned_and_used_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("modules");
+    let config = RunnerConfig::default();
+    std::fs::create_dir_all(&cache).unwrap();
+    let stale = cache.join("0000-1111.cwasm");
+    let staged = cache.join(".staged-1-0");
+    let recent = cache.join("2222-3333.cwasm");
+    let unrelated = cache.join("notes.txt");
+    for path in [&stale, &staged, &recent, &unrelated] {
+        std::fs::write(path, b"x").unwrap();
+        set_age(path, MODULE_CACHE_RETENTION + Duration::from_secs(3600));
+    }
+    set_age(&recent, MODULE_CACHE_RETENTION - Duration::from_secs(3600));
+
+    let v = Validator::with_module_cache(config, Some(cache.clone())).unwrap();
+    report(&v);
+    let entry = cache.join(entries(&cache).into_iter().find(|p| p.to_string_lossy().contains(v.artifact_sha256())).unwrap());
+    assert_eq!(entries(&cache), {
+        let mut kept = vec![entry.clone(), recent.clone(), unrelated.clone()];
+        kept.sort();
+        kept
+    });
+
+    // An old entry that a process uses is marked used.
+    set_age(&entry, MODULE_CACHE_RETENTION + Duration::from_secs(3600));
+    report(&Validator::with_module_cache(config, Some(cache.clone())).unwrap());
+    assert!(age(&entry) < Duration::from_secs(600), "the entry's use was recorded");
 }
