@@ -11,6 +11,19 @@ const MAX_ROWS_SHOWN = 1000;
 
 const state = { graph: null, schemaSource: null, bounds: null, legacyIdentity: false, file: null, report: null, plan: null, fingerprint: null, uploadKey: null, sort: 'line', ascending: true };
 const worker = new Worker('/web/worker.js', { type: 'module' });
+
+// The proposals the artifact needs (tests/wasm-features.json) and the first
+// browser versions with them and with module Workers.
+const UNSUPPORTED_BROWSER = 'This browser cannot run the validator: it needs WebAssembly with reference types, bulk memory and multi-value (Chrome or Edge 96+, Firefox 114+, Safari 15+). Validation is disabled; use a newer browser, or validate with the CLI.';
+
+/** Whether this browser's engine can compile the validator's bytes. */
+function runsValidator(wasm) {
+  try {
+    return typeof WebAssembly === 'object' && WebAssembly.validate(new Uint8Array(wasm));
+  } catch {
+    return false;
+  }
+}
 /** sessionStorage key of the bearer token: this tab only, gone when it closes. */
 const TOKEN_KEY = 'omnigraph.token';
 /** localStorage key prefix of interrupted uploads' checkpoints (no secrets: run, position, work branch). */
@@ -85,6 +98,11 @@ async function openGraph(id) {
     if (seq !== openSeq) return;
     if (ours !== rules.validator_sha256) {
       $('rules').textContent = `This page's validator (sha256 ${ours.slice(0, 12)}…) differs from the host's (${String(rules.validator_sha256).slice(0, 12)}…): reload the page; validation is disabled.`;
+      $('rules').classList.add('error');
+      return;
+    }
+    if (!runsValidator(wasm)) {
+      $('rules').textContent = UNSUPPORTED_BROWSER;
       $('rules').classList.add('error');
       return;
     }

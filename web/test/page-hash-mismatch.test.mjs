@@ -1,8 +1,9 @@
-// The upload page refuses to validate when its validator is not the host's:
-// headless Chromium against a real host process whose /rules answer is
-// rewritten in flight (playwright's route()) to name another validator
-// SHA-256. The page must say so, validate nothing and send no upload.
-// Screenshots go to tests/artifacts/.
+// The upload page refuses to validate when its validator is not the host's
+// (headless Chromium against a real host process whose /rules answer is
+// rewritten in flight, playwright's route(), to name another validator
+// SHA-256), and when the browser cannot run the validator (a WebAssembly
+// engine without the artifact's proposals, or none). The page must say so,
+// validate nothing and send no upload. Screenshots go to tests/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -150,3 +151,30 @@ test('the host\'s validator changing under an open page: re-opening the graph di
   assert.deepEqual(writes(requests), ['POST /graphs/g/load/ndjson']);
   await page.close();
 });
+
+for (const [browserLacks, disable] of [
+  // An engine without one of the proposals the artifact uses rejects its bytes.
+  ['the artifact\'s WebAssembly proposals', () => { WebAssembly.validate = () => false; }],
+  ['WebAssembly', () => { delete globalThis.WebAssembly; }],
+]) {
+  test(`a browser without ${browserLacks}: the page says which browsers run the validator and validates nothing`, async () => {
+    const { page, requests } = await newPage();
+    await page.addInitScript(disable);
+    await page.goto(`${hostUrl}/?graph=g`);
+    await opened(page);
+    const refusal = await rulesText(page);
+    assert.match(refusal, /This browser cannot run the validator/);
+    assert.match(refusal, /Chrome or Edge 96\+, Firefox 114\+, Safari 15\+/);
+    assert.match(refusal, /Validation is disabled/);
+    assert.ok(await page.$eval('#rules', (p) => p.classList.contains('error')), 'shown as an error');
+    assert.equal(await page.isDisabled('#file'), true, 'no file can be chosen');
+    assert.equal(await page.isDisabled('#upload'), true);
+    await offerFile(page, 'people.ndjson');
+    await page.waitForFunction(() => document.getElementById('status').textContent !== '', null, { timeout: 10_000 });
+    await page.waitForTimeout(500);
+    assert.match(await page.textContent('#status'), /Open a graph first/);
+    assert.equal(await page.textContent('#summary'), '', 'no report');
+    assert.deepEqual(writes(requests), [], `nothing was sent: ${requests.join(', ')}`);
+    await page.close();
+  });
+}

@@ -100,3 +100,58 @@ fn schema_and_options_errors_are_typed() {
         ValidateOutcome::OptionsError(_)
     ));
 }
+
+/// The WebAssembly proposals the artifact cannot compile without, as
+/// `tests/wasm-features.json` lists them (the README's browser table and
+/// the page's refusal are derived from that list): a build that starts
+/// using another one (SIMD, say) fails here until both are updated.
+#[test]
+fn the_artifact_needs_exactly_the_listed_wasm_features() {
+    let listed: serde_json::Value =
+        serde_json::from_slice(&fs::read(root().join("tests/wasm-features.json")).unwrap()).unwrap();
+    let toggles: [(&str, fn(&mut wasmtime::Config)); 11] = [
+        ("bulk-memory", |c| {
+            c.wasm_bulk_memory(false);
+        }),
+        ("reference-types", |c| {
+            c.wasm_reference_types(false).wasm_function_references(false).wasm_gc(false);
+        }),
+        ("multi-value", |c| {
+            c.wasm_multi_value(false);
+        }),
+        ("simd", |c| {
+            c.wasm_simd(false).wasm_relaxed_simd(false);
+        }),
+        ("relaxed-simd", |c| {
+            c.wasm_relaxed_simd(false);
+        }),
+        ("tail-call", |c| {
+            c.wasm_tail_call(false);
+        }),
+        ("extended-const", |c| {
+            c.wasm_extended_const(false);
+        }),
+        ("multi-memory", |c| {
+            c.wasm_multi_memory(false);
+        }),
+        ("exceptions", |c| {
+            c.wasm_exceptions(false);
+        }),
+        ("function-references", |c| {
+            c.wasm_function_references(false).wasm_gc(false);
+        }),
+        ("gc", |c| {
+            c.wasm_gc(false);
+        }),
+    ];
+    let mut needed = Vec::new();
+    for (name, disable) in toggles {
+        let mut config = wasmtime::Config::new();
+        disable(&mut config);
+        let engine = wasmtime::Engine::new(&config).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        if wasmtime::Module::new(&engine, ARTIFACT).is_err() {
+            needed.push(serde_json::Value::from(name));
+        }
+    }
+    assert_eq!(serde_json::Value::Array(needed), listed["required"], "the proposals the artifact uses");
+}
