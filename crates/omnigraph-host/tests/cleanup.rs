@@ -106,3 +106,48 @@ async fn cleanup_keeps_versions_younger_than_the_retention() {
     assert!(graph.cleanup_versions(Duration::ZERO).await.unwrap().versions > 0, "maintenance left unpinned versions");
     assert_eq!(people_per_batch(&graph).await.len(), 10);
 }
+
+/// The history is read before the lease is taken: loads go on while a
+/// cleanup walks it, and the commits they publish meanwhile are read under
+/// the lease, so their versions are kept even with no retention at all.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_go_on_while_cleanup_reads_the_history_and_keep_their_versions() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = std::sync::Arc::new(init(&place).await);
+    for n in 0..4 {
+        load(&graph, "main", Mode::Merge, &numbered_batch(n)).await.unwrap();
+    }
+    let (walked, history_read) = std::sync::mpsc::channel();
+    let (resume, resumed) = std::sync::mpsc::channel::<()>();
+    let walked = std::sync::Mutex::new(walked);
+    let resumed = std::sync::Mutex::new(resumed);
+    fail::cfg_callback("cleanup-history-read", move || {
+        walked.lock().unwrap().send(()).unwrap();
+        // Held here (at most 20 s) while the test loads.
+        let _ = resumed.lock().unwrap().recv_timeout(Duration::from_secs(20));
+    })
+    .unwrap();
+    let cleaning = tokio::spawn({
+        let graph = graph.clone();
+        async move { graph.cleanup_versions(Duration::ZERO).await }
+    });
+    tokio::task::spawn_blocking(move || history_read.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("cleanup read the history");
+    // Two loads while the cleanup holds its walk: neither waits for it, and
+    // the first one's version is no longer the table's newest afterwards.
+    for n in 4..6 {
+        tokio::time::timeout(Duration::from_secs(10), load(&graph, "main", Mode::Merge, &numbered_batch(n)))
+            .await
+            .expect("a load did not wait for the cleanup's walk")
+            .unwrap();
+    }
+    let before = snapshot(&graph).await;
+    resume.send(()).unwrap();
+    cleaning.await.unwrap().unwrap();
+    assert_eq!(snapshot(&reopen(&place).await).await, before, "every commit reads as before");
+    scenario.teardown();
+}

@@ -5,7 +5,9 @@
 //! can reach a pinned one; Lance keeps the files a retained version or a
 //! child Lance branch still uses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use fail::fail_point;
 
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 
@@ -18,22 +20,26 @@ pub struct Cleaned {
     pub bytes: u64,
 }
 
+/// Versions each table (on each Lance branch) has pinned by some commit.
+type Pinned = BTreeMap<(String, Option<String>), BTreeSet<u64>>;
+
 impl Graph {
     /// Removes every table version that no commit of a live branch pins and
-    /// that is older than `retention` (never a table's newest version). Runs
-    /// under the lease. Walks every live branch's commits: a maintenance
-    /// job, never part of a load. Versions only a deleted branch pinned stay
-    /// (its Lance branches are left as they are).
+    /// that is older than `retention` (never a table's newest version).
+    /// Walks every live branch's commits, a maintenance job, never part of a
+    /// load, and does it before taking the lease: commits never change, so
+    /// under the lease only the commits published meanwhile are read, and a
+    /// load waits for the version listing and Lance's cleanup only. Versions
+    /// only a deleted branch pinned stay (its Lance branches are left as
+    /// they are); a branch deleted during the walk keeps its pins until the
+    /// next cleanup.
     pub async fn cleanup_versions(&self, retention: Duration) -> Result<Cleaned, EngineError> {
+        let mut walked = HashSet::new();
+        let mut pinned = Pinned::new();
+        self.pin_new_commits(&mut walked, &mut pinned).await?;
+        fail_point!("cleanup-history-read");
         self.with_lease(self.config.lease_wait, |_, _| async move {
-            let mut pinned: BTreeMap<(String, Option<String>), BTreeSet<u64>> = BTreeMap::new();
-            for head in self.branches().await? {
-                for commit in self.log(&head.branch).await? {
-                    for (name, pin) in commit.tables {
-                        pinned.entry((name, pin.lance_branch)).or_default().insert(pin.version);
-                    }
-                }
-            }
+            self.pin_new_commits(&mut walked, &mut pinned).await?;
             let cutoff_ms = now_ms().saturating_sub(retention.as_millis() as u64) as i64;
             let mut cleaned = Cleaned::default();
             for ((name, lance_branch), versions) in pinned {
@@ -59,5 +65,24 @@ impl Graph {
             Ok(cleaned)
         })
         .await
+    }
+
+    /// Adds the pins of every live branch's commits not in `walked` (by id).
+    /// A walk stops at a walked commit: its older commits on the branch were
+    /// walked with it.
+    async fn pin_new_commits(&self, walked: &mut HashSet<String>, pinned: &mut Pinned) -> Result<(), EngineError> {
+        for head in self.branches().await? {
+            self.walk_back(head, |commit| {
+                if !walked.insert(commit.id.clone()) {
+                    return false;
+                }
+                for (name, pin) in &commit.tables {
+                    pinned.entry((name.clone(), pin.lance_branch.clone())).or_default().insert(pin.version);
+                }
+                true
+            })
+            .await?;
+        }
+        Ok(())
     }
 }

@@ -85,16 +85,26 @@ impl Graph {
 
     /// A branch's commits, newest first, back to where it was forked.
     pub async fn log(&self, branch: &str) -> Result<Vec<Commit>, EngineError> {
-        let mut commit = self.head_or_404(branch).await?;
         let mut out = Vec::new();
-        loop {
-            let parent = commit.parent.clone();
-            out.push(commit);
-            match parent {
-                Some(p) if p.branch == branch => commit = self.commit_at(branch, p.seq).await?,
-                _ => return Ok(out),
+        self.walk_back(self.head_or_404(branch).await?, |commit| {
+            out.push(commit.clone());
+            true
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Visits `from` and its ancestors on its branch, newest first, while
+    /// `visit` answers true (a fork's walk ends at its fork commit).
+    pub(super) async fn walk_back(&self, from: Commit, mut visit: impl FnMut(&Commit) -> bool) -> Result<(), EngineError> {
+        let mut commit = from;
+        while visit(&commit) {
+            match &commit.parent {
+                Some(p) if p.branch == commit.branch => commit = self.commit_at(&commit.branch, p.seq).await?,
+                _ => break,
             }
         }
+        Ok(())
     }
 
     /// Every existing branch with its head.
