@@ -125,8 +125,12 @@ async fn loads_go_on_while_cleanup_reads_the_history_and_keep_their_versions() {
     let resumed = std::sync::Mutex::new(resumed);
     fail::cfg_callback("cleanup-history-read", move || {
         walked.lock().unwrap().send(()).unwrap();
-        // Held here (at most 20 s) while the test loads.
-        let _ = resumed.lock().unwrap().recv_timeout(Duration::from_secs(20));
+        // Held here (at most 20 s) while the test loads; block_in_place
+        // hands this worker's queued tasks (an S3 connection's, say) to
+        // another thread, so the loads do not wait for them.
+        tokio::task::block_in_place(|| {
+            let _ = resumed.lock().unwrap().recv_timeout(Duration::from_secs(20));
+        });
     })
     .unwrap();
     let cleaning = tokio::spawn({
@@ -150,4 +154,56 @@ async fn loads_go_on_while_cleanup_reads_the_history_and_keep_their_versions() {
     cleaning.await.unwrap().unwrap();
     assert_eq!(snapshot(&reopen(&place).await).await, before, "every commit reads as before");
     scenario.teardown();
+}
+
+/// Every Lance branch of every table, as `Table:lance-branch`.
+async fn lance_branches(graph: &Graph) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for def in &graph.schema().types {
+        let ds = graph.root().open_table(&omnigraph_host::manifest::table_path(def.kind, &def.name)).await.unwrap();
+        out.extend(ds.list_branches().await.unwrap().into_keys().map(|b| format!("{}:{b}", def.name)));
+    }
+    out
+}
+
+/// A deleted graph branch's Lance branches are removed by the next cleanup,
+/// except those a live branch's commits still pin (a fork that has not
+/// written a table reads it from its base's Lance branch) or that Lance
+/// created another branch from; once nothing needs them, they go too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_branches_lance_branches_are_removed_unless_live_commits_need_them() {
+    let place = place().await;
+    let graph = init(&place).await;
+    load(&graph, "main", Mode::Merge, &numbered_batch(0)).await.unwrap();
+    // b and d write Person and Knows; c, forked from b, writes Person only.
+    graph.load(fork_request("b", "main", Mode::Merge, &numbered_batch(1))).await.unwrap();
+    graph.load(fork_request("d", "main", Mode::Merge, &numbered_batch(2))).await.unwrap();
+    graph.load(fork_request("c", "b", Mode::Merge, &person("OnlyC", 3))).await.unwrap();
+    let all = lance_branches(&graph).await;
+    let of = |set: &std::collections::BTreeSet<String>, table: &str, branch: &str| {
+        set.iter().filter(|b| b.starts_with(&format!("{table}:{branch}-"))).count()
+    };
+    assert_eq!((of(&all, "Person", "b"), of(&all, "Knows", "b"), of(&all, "Person", "c"), of(&all, "Knows", "c")), (1, 1, 1, 0));
+    assert_eq!((of(&all, "Person", "d"), of(&all, "Knows", "d")), (1, 1));
+
+    graph.delete_branch("b", "tester").await.unwrap();
+    graph.delete_branch("d", "tester").await.unwrap();
+    let before = snapshot(&graph).await;
+    let cleaned = graph.cleanup_versions(Duration::ZERO).await.unwrap();
+    let left = lance_branches(&graph).await;
+    assert_eq!(cleaned.lance_branches, 2, "d's two Lance branches: {left:?}");
+    assert_eq!((of(&left, "Person", "d"), of(&left, "Knows", "d")), (0, 0), "{left:?}");
+    // c pins b's Knows branch; c's Person branch was created from b's.
+    assert_eq!((of(&left, "Person", "b"), of(&left, "Knows", "b"), of(&left, "Person", "c")), (1, 1, 1), "{left:?}");
+    assert_eq!(snapshot(&reopen(&place).await).await, before, "every live commit reads as before");
+
+    graph.delete_branch("c", "tester").await.unwrap();
+    assert_eq!(graph.cleanup_versions(Duration::ZERO).await.unwrap().lance_branches, 3);
+    assert!(lance_branches(&graph).await.is_empty());
+    assert_eq!(snapshot(&reopen(&place).await).await, snapshot(&graph).await);
+    // A retention keeps young Lance branches.
+    graph.load(fork_request("e", "main", Mode::Merge, &numbered_batch(4))).await.unwrap();
+    graph.delete_branch("e", "tester").await.unwrap();
+    assert_eq!(graph.cleanup_versions(Duration::from_secs(3600)).await.unwrap().lance_branches, 0);
+    assert_eq!(lance_branches(&graph).await.len(), 2);
 }

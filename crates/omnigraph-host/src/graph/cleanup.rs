@@ -1,6 +1,7 @@
 //! Version cleanup (SPEC §4.7): Lance versions that no commit of any live
-//! branch pins, and older than a retention, are removed; every commit of a
-//! live branch stays readable (time travel). Exactly those versions are
+//! branch pins, and older than a retention, are removed, and so are whole
+//! Lance branches no such commit pins; every commit of a live branch stays
+//! readable (time travel). Exactly those versions are
 //! named to Lance (`CleanupPolicy::versions`), so no age rule of Lance's own
 //! can reach a pinned one; Lance keeps the files a retained version or a
 //! child Lance branch still uses.
@@ -18,6 +19,8 @@ use super::*;
 pub struct Cleaned {
     pub versions: u64,
     pub bytes: u64,
+    /// Lance branches removed whole (bytes not counted: Lance does not say).
+    pub lance_branches: u64,
 }
 
 /// Versions each table (on each Lance branch) has pinned by some commit.
@@ -29,10 +32,8 @@ impl Graph {
     /// Walks every live branch's commits, a maintenance job, never part of a
     /// load, and does it before taking the lease: commits never change, so
     /// under the lease only the commits published meanwhile are read, and a
-    /// load waits for the version listing and Lance's cleanup only. Versions
-    /// only a deleted branch pinned stay (its Lance branches are left as
-    /// they are); a branch deleted during the walk keeps its pins until the
-    /// next cleanup.
+    /// load waits for the version listing and Lance's cleanup only. A
+    /// branch deleted during the walk keeps its pins until the next cleanup.
     pub async fn cleanup_versions(&self, retention: Duration) -> Result<Cleaned, EngineError> {
         let mut walked = HashSet::new();
         let mut pinned = Pinned::new();
@@ -42,6 +43,7 @@ impl Graph {
             self.pin_new_commits(&mut walked, &mut pinned).await?;
             let cutoff_ms = now_ms().saturating_sub(retention.as_millis() as u64) as i64;
             let mut cleaned = Cleaned::default();
+            cleaned.lance_branches = self.remove_unpinned_lance_branches(&pinned, cutoff_ms).await?;
             for ((name, lance_branch), versions) in pinned {
                 let path = self.recorded_table(&name)?;
                 let Some(ds) = tables::latest_on(&self.root, &path, lance_branch.as_deref()).await? else { continue };
@@ -65,6 +67,44 @@ impl Graph {
             Ok(cleaned)
         })
         .await
+    }
+
+    /// Removes each table's Lance branches that no live commit pins (a
+    /// deleted graph branch's, a work branch's once its overwrite was
+    /// published or abandoned) and whose newest version is older than
+    /// `cutoff_ms`; how many. Under the lease, so no load is writing one.
+    /// Lance refuses to remove a branch another one was created from: a
+    /// chain goes child first, parents in the next round.
+    async fn remove_unpinned_lance_branches(&self, pinned: &Pinned, cutoff_ms: i64) -> Result<u64, EngineError> {
+        let mut removed = 0;
+        for def in &self.schema.types {
+            let mut ds = self.root.open_table(&table_path(def.kind, &def.name)).await?;
+            loop {
+                let mut progress = false;
+                for name in ds.list_branches().await?.into_keys() {
+                    if pinned.contains_key(&(def.name.clone(), Some(name.clone()))) {
+                        continue;
+                    }
+                    let newest = ds.checkout_branch(&name).await?.version().timestamp.timestamp_millis();
+                    if newest >= cutoff_ms {
+                        continue;
+                    }
+                    match ds.delete_branch(&name).await {
+                        Ok(()) => {
+                            removed += 1;
+                            progress = true;
+                        }
+                        // Another Lance branch was created from it: later.
+                        Err(lance::Error::RefConflict { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                if !progress {
+                    break;
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Adds the pins of every live branch's commits not in `walked` (by id).
