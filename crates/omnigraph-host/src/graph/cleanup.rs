@@ -73,8 +73,9 @@ impl Graph {
     /// deleted graph branch's, a work branch's once its overwrite was
     /// published or abandoned) and whose newest version is older than
     /// `cutoff_ms`; how many. Under the lease, so no load is writing one.
-    /// Lance refuses to remove a branch another one was created from: a
-    /// chain goes child first, parents in the next round.
+    /// Lance refuses to remove a branch another one was created from, so
+    /// each table's branches are gone over until none more can go: a chain
+    /// goes child first, and a parent of a kept branch stays.
     async fn remove_unpinned_lance_branches(&self, pinned: &Pinned, cutoff_ms: i64) -> Result<u64, EngineError> {
         let mut removed = 0;
         for def in &self.schema.types {
@@ -94,7 +95,7 @@ impl Graph {
                             removed += 1;
                             progress = true;
                         }
-                        // Another Lance branch was created from it: later.
+                        // Another Lance branch was created from it: after that one, if ever.
                         Err(lance::Error::RefConflict { .. }) => {}
                         Err(e) => return Err(e.into()),
                     }
