@@ -20,30 +20,21 @@ use omnigraph_host::{EngineError, Graph, GraphRoot};
 /// How often the background task looks for work, as `serve` does by default.
 const MAINTENANCE_INTERVAL: Duration = omnigraph_host::limits::MAINTENANCE_INTERVAL;
 
-/// `serve`'s maintenance loop for one graph: when loads happened, steps
-/// until none is left.
+/// `serve`'s maintenance rounds for one graph (`Graph::maintain_if_due`):
+/// when loads happened, steps until none is left.
 async fn maintain(graph: Arc<Graph>, stop: Arc<AtomicBool>, steps: Arc<AtomicUsize>) {
     while !stop.load(Ordering::Acquire) {
         tokio::time::sleep(MAINTENANCE_INTERVAL).await;
-        if !graph.take_maintenance_due() {
-            continue;
-        }
-        loop {
-            let began = Instant::now();
-            match graph.maintain_step().await {
-                Ok(Some(commit)) => {
-                    if std::env::var_os("OG_VERBOSE").is_some() {
-                        eprintln!("step {:?} {} ms", commit.maintenance, ms(began.elapsed()));
-                    }
-                    steps.fetch_add(1, Ordering::AcqRel)
-                }
-                Ok(None) => break,
-                Err(EngineError::LeaseBusy { .. }) => {
-                    graph.maintenance_owed();
-                    break;
-                }
-                Err(e) => panic!("maintenance failed: {e}"),
-            };
+        let stopping = || stop.load(Ordering::Acquire);
+        let counted = |commit: &omnigraph_host::manifest::Commit| {
+            if std::env::var_os("OG_VERBOSE").is_some() {
+                eprintln!("step {:?}", commit.maintenance);
+            }
+            steps.fetch_add(1, Ordering::AcqRel);
+        };
+        match graph.maintain_if_due(stopping, counted).await {
+            Ok(()) | Err(EngineError::LeaseBusy { .. }) => {}
+            Err(e) => panic!("maintenance failed: {e}"),
         }
     }
 }

@@ -948,25 +948,11 @@ async fn maintain_forever(state: Arc<AppState>, every: Duration, mut stopping: t
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
-            if !graph.take_maintenance_due() {
-                continue;
-            }
-            loop {
-                if *stopping.borrow() {
-                    graph.maintenance_owed();
-                    return;
-                }
-                match graph.maintain_step().await {
-                    Ok(Some(_)) => state.metrics.maintenance_step(),
-                    Ok(None) => break,
-                    Err(e) => {
-                        if !matches!(e, EngineError::LeaseBusy { .. } | EngineError::RecoveryInProgress) {
-                            eprintln!("maintenance of graph {id} stopped: {e}");
-                        }
-                        graph.maintenance_owed();
-                        break;
-                    }
-                }
+            let maintained = graph.maintain_if_due(|| *stopping.borrow(), |_| state.metrics.maintenance_step()).await;
+            if let Err(e) = maintained
+                && !matches!(e, EngineError::LeaseBusy { .. } | EngineError::RecoveryInProgress)
+            {
+                eprintln!("maintenance of graph {id} stopped: {e}");
             }
         }
     }

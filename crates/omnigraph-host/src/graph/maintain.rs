@@ -181,16 +181,29 @@ impl Graph {
         Ok(done)
     }
 
-    /// Whether a load was published since the last call (then maintenance
-    /// may have work): the server's background task asks before it looks.
-    pub fn take_maintenance_due(&self) -> bool {
-        self.maintenance_due.swap(false, Ordering::AcqRel)
-    }
-
-    /// Maintenance could not finish (another host held the lease, a step
-    /// failed): try again at the next round.
-    pub fn maintenance_owed(&self) {
-        self.maintenance_due.store(true, Ordering::Release);
+    /// A background round (the server's, every MAINTENANCE_INTERVAL): if a
+    /// load was published since the last round, maintenance steps until
+    /// none is needed, each published one passed to `on_step`. Returns
+    /// between steps once `stop` says so; a stop or an error (another
+    /// host's lease, say) leaves the work owed to the next round.
+    pub async fn maintain_if_due(&self, stop: impl Fn() -> bool, mut on_step: impl FnMut(&Commit)) -> Result<(), EngineError> {
+        if !self.maintenance_due.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        loop {
+            if stop() {
+                self.maintenance_due.store(true, Ordering::Release);
+                return Ok(());
+            }
+            match self.maintain_step().await {
+                Ok(Some(commit)) => on_step(&commit),
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    self.maintenance_due.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// The columns a type's `@index` declarations name (their first member;
