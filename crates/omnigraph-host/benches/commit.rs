@@ -19,7 +19,6 @@ use arrow_array::{Int32Array, RecordBatch, StringArray};
 use common::*;
 use lance::Dataset;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
-use omnigraph_host::validator::{RunnerConfig, Validator};
 use omnigraph_host::{LoadTimings, tables};
 use omnigraph_validate_wasm::Schema;
 
@@ -52,10 +51,7 @@ impl Engine {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, validator) = runtime_and_validator();
     let sizes: Vec<usize> = std::env::var("OG_BENCH_SIZES")
         .map(|s| {
             s.split(',')
@@ -63,10 +59,7 @@ fn main() {
                 .collect()
         })
         .unwrap_or_else(|_| vec![8_192, 100_000, 1_000_000]);
-    let rounds: usize = std::env::var("OG_BENCH_ROUNDS")
-        .map(|n| n.parse().expect("rounds"))
-        .unwrap_or(16);
-    let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
+    let rounds = env_count("OG_BENCH_ROUNDS", 16);
     let schema = Schema::compile(SCHEMA).unwrap();
     let stored = tables::stored_schema(&schema.types[0]);
     let mut targets = Vec::new();

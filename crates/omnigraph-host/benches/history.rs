@@ -9,26 +9,16 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use common::*;
-use omnigraph_host::validator::{RunnerConfig, Validator};
 
 const BASE_ROWS: usize = 100_000;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let commits: usize = std::env::var("OG_HISTORY_COMMITS")
-        .map(|n| n.parse().expect("commits"))
-        .unwrap_or(10_000);
-    let rounds: usize = std::env::var("OG_BENCH_ROUNDS")
-        .map(|n| n.parse().expect("rounds"))
-        .unwrap_or(16);
-    let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
+    let (runtime, validator) = runtime_and_validator();
+    let commits = env_count("OG_HISTORY_COMMITS", 10_000);
+    let rounds = env_count("OG_BENCH_ROUNDS", 16);
     runtime.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let (young_dir, old_dir) = (tmp.path().join("young"), tmp.path().join("old"));

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use omnigraph_host::validator::{RunnerConfig, Validator};
 use omnigraph_host::{EngineError, Graph, GraphRoot};
 
 /// How often the background task looks for work, as `serve` does by default.
@@ -40,14 +39,8 @@ async fn maintain(graph: Arc<Graph>, stop: Arc<AtomicBool>, steps: Arc<AtomicUsi
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let loads: usize = std::env::var("OG_SUSTAINED_LOADS")
-        .map(|n| n.parse().expect("loads"))
-        .unwrap_or(1_000);
-    let validator = Arc::new(Validator::new(RunnerConfig::default()).unwrap());
+    let (runtime, validator) = runtime_and_validator();
+    let loads = env_count("OG_SUSTAINED_LOADS", 1_000);
     runtime.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let root = GraphRoot::create(tmp.path().to_str().unwrap(), Default::default()).unwrap();

@@ -859,9 +859,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Serves HTTP/1.1 until `shutdown` resolves; in-flight requests (loads)
 /// and the maintenance step in flight finish first, so a stopped server
-/// leaves every table at its published version. A connection whose request head does not arrive within
-/// `header_read_timeout` is closed (slow-loris heads; bodies have
-/// `body_read_timeout`).
+/// leaves every table at its published version. A connection whose request
+/// head does not arrive within `header_read_timeout` is closed (slow-loris
+/// heads; bodies have `body_read_timeout`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,

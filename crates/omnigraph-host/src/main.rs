@@ -400,7 +400,7 @@ async fn run(command: Command) -> Result<(), Failure> {
                 (None, false) => return Err(operational("give --auth FILE (bearer tokens) or --open (local development)")),
             };
             let validator = validator()?;
-            // Compiled (or mapped from the cache) before the first request.
+            // Compiled (or loaded from the module cache) before the first request.
             validator.ready().map_err(EngineError::from)?;
             if demo {
                 ensure_demo(&root, validator.clone()).await?;

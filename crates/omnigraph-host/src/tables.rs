@@ -31,6 +31,7 @@ use crate::limits::{
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
 };
 use crate::manifest::TablePin;
+use lance::table::format::IndexMetadata;
 use crate::storage::GraphRoot;
 use lance::dataset::index::DatasetIndexRemapperOptions;
 use lance::dataset::optimize::{CompactionOptions, commit_compaction, plan_compaction};
@@ -236,20 +237,14 @@ pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Resul
             missing.get_or_insert(Job::CreateIndex { column, name });
             continue;
         }
-        let mut covered = roaring::RoaringBitmap::new();
-        for segment in segments {
-            covered |= segment.fragment_bitmap.clone().unwrap_or_default();
-        }
-        coverage.push((name, covered));
+        coverage.push((name, covered_fragments(segments)));
     }
     let fragments = ds.get_fragments();
-    let rows =
-        |f: &lance::dataset::fragment::FileFragment| f.metadata().physical_rows.unwrap_or(0) as u64;
     let stale = coverage.iter().find(|(_, covered)| {
         fragments
             .iter()
             .filter(|f| !covered.contains(f.id() as u32))
-            .map(|f| rows(f))
+            .map(fragment_rows)
             .sum::<u64>()
             > MAX_UNINDEXED_ROWS
     });
@@ -258,7 +253,7 @@ pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Resul
     let small = fragments
         .iter()
         .filter(|f| {
-            rows(f) < COMPACT_FRAGMENT_ROWS as u64
+            fragment_rows(f) < COMPACT_FRAGMENT_ROWS as u64
                 && !coverage.iter().any(|(_, c)| c.contains(f.id() as u32))
         })
         .count();
@@ -278,16 +273,26 @@ pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Resul
 /// Compaction of the small fragments no index covers, so no index is ever
 /// remapped (an O(index) rewrite) and a large indexed fragment is never
 /// rewritten to absorb a small one.
-fn compaction_options(indexes: &[lance::table::format::IndexMetadata]) -> CompactionOptions {
-    let mut covered = roaring::RoaringBitmap::new();
-    for index in indexes {
-        covered |= index.fragment_bitmap.clone().unwrap_or_default();
-    }
+fn compaction_options(indexes: &[IndexMetadata]) -> CompactionOptions {
     CompactionOptions {
         target_rows_per_fragment: COMPACT_FRAGMENT_ROWS,
-        excluded_fragment_ids: covered.iter().collect(),
+        excluded_fragment_ids: covered_fragments(indexes).iter().collect(),
         ..Default::default()
     }
+}
+
+/// Rows a fragment holds (deleted ones included: they are still scanned).
+fn fragment_rows(fragment: &lance::dataset::fragment::FileFragment) -> u64 {
+    fragment.metadata().physical_rows.unwrap_or(0) as u64
+}
+
+/// The fragments any of `segments` (index segments) covers.
+fn covered_fragments<'a>(segments: impl IntoIterator<Item = &'a IndexMetadata>) -> roaring::RoaringBitmap {
+    let mut covered = roaring::RoaringBitmap::new();
+    for segment in segments {
+        covered |= segment.fragment_bitmap.clone().unwrap_or_default();
+    }
+    covered
 }
 
 /// How many of an index's newest segments a fold merges with the new rows:
@@ -329,26 +334,13 @@ pub async fn prepare_fold(ds: &Dataset, name: &str) -> Result<PreparedFold, Engi
         .cloned()
         .collect();
     existing.sort_by_key(|segment| segment.dataset_version);
-    let fragment_rows: HashMap<u32, u64> = ds
-        .get_fragments()
-        .iter()
-        .map(|f| {
-            (
-                f.id() as u32,
-                f.metadata().physical_rows.unwrap_or(0) as u64,
-            )
-        })
-        .collect();
-    let mut covered = roaring::RoaringBitmap::new();
+    let rows_of: HashMap<u32, u64> = ds.get_fragments().iter().map(|f| (f.id() as u32, fragment_rows(f))).collect();
     let segment_rows: Vec<u64> = existing
         .iter()
-        .map(|segment| {
-            let bitmap = segment.fragment_bitmap.clone().unwrap_or_default();
-            covered |= &bitmap;
-            bitmap.iter().filter_map(|f| fragment_rows.get(&f)).sum()
-        })
+        .map(|segment| covered_fragments([segment]).iter().filter_map(|f| rows_of.get(&f)).sum())
         .collect();
-    let unindexed: u64 = fragment_rows
+    let covered = covered_fragments(&existing);
+    let unindexed: u64 = rows_of
         .iter()
         .filter(|(f, _)| !covered.contains(**f))
         .map(|(_, rows)| rows)

@@ -15,6 +15,19 @@ pub const SCHEMA: &str = "node Person { name: String @key  age: I32? }";
 /// Rows per load: half updates of stored rows, half new ones.
 pub const BATCH_ROWS: usize = 8_192;
 
+/// What every engine bench starts with: a multi-threaded runtime and the
+/// validator the host runs.
+pub fn runtime_and_validator() -> (tokio::runtime::Runtime, Arc<Validator>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let validator = Arc::new(Validator::new(omnigraph_host::validator::RunnerConfig::default()).unwrap());
+    (runtime, validator)
+}
+
+/// A count from environment variable `var` (a bench's size knob), else `default`.
+pub fn env_count(var: &str, default: usize) -> usize {
+    std::env::var(var).map(|n| n.parse().unwrap_or_else(|_| panic!("{var}: {n} is not a count"))).unwrap_or(default)
+}
+
 pub fn name(i: usize) -> String {
     format!("person-{i:09}")
 }
