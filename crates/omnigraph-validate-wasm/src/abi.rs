@@ -2,21 +2,27 @@
 //! [`ABI_VERSION`]; the same functions are exported from the wasm module as
 //! `og_*` (see `exports` below) and callable natively for tests.
 //!
-//! Every call takes UTF-8 schema source, options JSON (empty = defaults) and
-//! the batch bytes, and returns one buffer whose first byte is a [`Status`]:
+//! `validate` and `prepare` take UTF-8 schema source, options JSON (empty =
+//! defaults) and the batch bytes. `compile` takes the schema source alone
+//! and gives its compiled form ([`Schema::compiled_form`]), which
+//! `validate_compiled` and `prepare_compiled` take in place of the source:
+//! a host compiles a graph's schema once and no batch parses or hashes it
+//! again. Every call returns one buffer whose first byte is a [`Status`]:
 //!
 //! * `validate`: `Report` → the report JSON (SPEC §3).
 //! * `prepare`: `Accepted` → `u32 report_len` (little-endian), the report
 //!   JSON, then the canonical rows (see `rows.rs`; hosts turn them into Arrow
 //!   with `tables_from_rows`); `Rejected` → the report JSON.
-//! * either: `SchemaError` → `{"errors":[{line,column,message}…]}`;
-//!   `OptionsError` → the message.
+//! * `compile`: `Compiled` → the compiled form.
+//! * any: `SchemaError` → `{"errors":[{line,column,message}…]}`;
+//!   `OptionsError` → the message; `CompiledFormError` → why a compiled form
+//!   is not one of this validator.
 
 use crate::{Options, Schema, prepare_rows, validate};
 
 /// Version of this ABI; bumped on any change to the functions or buffers
-/// (2: every canonical row carries its batch line).
-pub const ABI_VERSION: u32 = 2;
+/// (2: every canonical row carries its batch line; 3: compiled schemas).
+pub const ABI_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -26,13 +32,23 @@ pub enum Status {
     Rejected = b'2',
     SchemaError = b'3',
     OptionsError = b'4',
+    Compiled = b'5',
+    CompiledFormError = b'6',
 }
 
 impl Status {
     pub fn from_byte(b: u8) -> Option<Status> {
-        [Status::Report, Status::Accepted, Status::Rejected, Status::SchemaError, Status::OptionsError]
-            .into_iter()
-            .find(|s| *s as u8 == b)
+        [
+            Status::Report,
+            Status::Accepted,
+            Status::Rejected,
+            Status::SchemaError,
+            Status::OptionsError,
+            Status::Compiled,
+            Status::CompiledFormError,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == b)
     }
 }
 
@@ -43,35 +59,66 @@ fn with(status: Status, body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Compiles the schema and parses the options, or gives the error buffer.
-fn setup(schema: &[u8], options: &[u8]) -> Result<(Schema, Options), Vec<u8>> {
+/// Compiles the schema source, or gives the error buffer.
+fn compile_source(schema: &[u8]) -> Result<Schema, Vec<u8>> {
     let source = std::str::from_utf8(schema).map_err(|e| {
         let errors = crate::SchemaErrors {
             errors: vec![crate::SchemaError { line: 1, column: 1, message: format!("schema is not UTF-8: {e}") }],
         };
         with(Status::SchemaError, serde_json::to_string(&errors).expect("serializes").as_bytes())
     })?;
-    let schema = Schema::compile(source)
-        .map_err(|e| with(Status::SchemaError, serde_json::to_string(&e).expect("serializes").as_bytes()))?;
-    let options = if options.is_empty() {
-        Options::default()
-    } else {
-        Options::from_json(options).map_err(|e| with(Status::OptionsError, e.to_string().as_bytes()))?
-    };
-    Ok((schema, options))
+    Schema::compile(source).map_err(|e| with(Status::SchemaError, serde_json::to_string(&e).expect("serializes").as_bytes()))
+}
+
+/// Reads a compiled form, or gives the error buffer.
+fn read_compiled(form: &[u8]) -> Result<Schema, Vec<u8>> {
+    Schema::from_compiled(form).map_err(|e| with(Status::CompiledFormError, e.to_string().as_bytes()))
+}
+
+fn parse_options(options: &[u8]) -> Result<Options, Vec<u8>> {
+    if options.is_empty() {
+        return Ok(Options::default());
+    }
+    Options::from_json(options).map_err(|e| with(Status::OptionsError, e.to_string().as_bytes()))
+}
+
+/// `og_compile`'s result buffer.
+pub fn compile_buffer(schema: &[u8]) -> Vec<u8> {
+    match compile_source(schema) {
+        Ok(schema) => with(Status::Compiled, &schema.compiled_form()),
+        Err(buffer) => buffer,
+    }
 }
 
 /// `og_validate`'s result buffer.
 pub fn validate_buffer(schema: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
-    match setup(schema, options) {
+    validate_with(compile_source(schema), options, batch)
+}
+
+/// `og_validate_compiled`'s result buffer.
+pub fn validate_compiled_buffer(form: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
+    validate_with(read_compiled(form), options, batch)
+}
+
+/// `og_prepare`'s result buffer.
+pub fn prepare_buffer(schema: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
+    prepare_with(compile_source(schema), options, batch)
+}
+
+/// `og_prepare_compiled`'s result buffer.
+pub fn prepare_compiled_buffer(form: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
+    prepare_with(read_compiled(form), options, batch)
+}
+
+fn validate_with(schema: Result<Schema, Vec<u8>>, options: &[u8], batch: &[u8]) -> Vec<u8> {
+    match schema.and_then(|schema| Ok((schema, parse_options(options)?))) {
         Ok((schema, options)) => with(Status::Report, validate(&schema, &options, batch).to_json().as_bytes()),
         Err(buffer) => buffer,
     }
 }
 
-/// `og_prepare`'s result buffer.
-pub fn prepare_buffer(schema: &[u8], options: &[u8], batch: &[u8]) -> Vec<u8> {
-    let (schema, options) = match setup(schema, options) {
+fn prepare_with(schema: Result<Schema, Vec<u8>>, options: &[u8], batch: &[u8]) -> Vec<u8> {
+    let (schema, options) = match schema.and_then(|schema| Ok((schema, parse_options(options)?))) {
         Ok(ok) => ok,
         Err(buffer) => return buffer,
     };
@@ -97,6 +144,8 @@ pub enum PrepareOutcome {
     Rejected { report_json: String },
     SchemaError(String),
     OptionsError(String),
+    /// The compiled form given is not one of this validator.
+    CompiledFormError(String),
 }
 
 /// A result buffer that does not follow the ABI.
@@ -121,6 +170,7 @@ pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome, MalformedBuffer> 
         Some(Status::Rejected) => Ok(PrepareOutcome::Rejected { report_json: rest_text(body)? }),
         Some(Status::SchemaError) => Ok(PrepareOutcome::SchemaError(rest_text(body)?)),
         Some(Status::OptionsError) => Ok(PrepareOutcome::OptionsError(rest_text(body)?)),
+        Some(Status::CompiledFormError) => Ok(PrepareOutcome::CompiledFormError(rest_text(body)?)),
         Some(Status::Accepted) => {
             let (len, rest) = body.split_first_chunk::<4>().ok_or(MalformedBuffer("truncated"))?;
             let len = u32::from_le_bytes(*len) as usize;
@@ -130,7 +180,7 @@ pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome, MalformedBuffer> 
             let (report, rows) = rest.split_at(len);
             Ok(PrepareOutcome::Accepted { report_json: rest_text(report)?, rows: rows.to_vec() })
         }
-        Some(Status::Report) | None => Err(MalformedBuffer("not a prepare result")),
+        Some(Status::Report | Status::Compiled) | None => Err(MalformedBuffer("not a prepare result")),
     }
 }
 
@@ -187,6 +237,27 @@ mod exports {
     pub unsafe extern "C" fn og_prepare(sp: *const u8, sl: u32, op: *const u8, ol: u32, bp: *const u8, bl: u32) -> u64 {
         leak(unsafe { prepare_buffer(input(sp, sl), input(op, ol), input(bp, bl)) })
     }
+
+    /// # Safety
+    /// The (pointer, length) pair must come from `og_alloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_compile(sp: *const u8, sl: u32) -> u64 {
+        leak(unsafe { compile_buffer(input(sp, sl)) })
+    }
+
+    /// # Safety
+    /// Every (pointer, length) pair must come from `og_alloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_validate_compiled(cp: *const u8, cl: u32, op: *const u8, ol: u32, bp: *const u8, bl: u32) -> u64 {
+        leak(unsafe { validate_compiled_buffer(input(cp, cl), input(op, ol), input(bp, bl)) })
+    }
+
+    /// # Safety
+    /// Every (pointer, length) pair must come from `og_alloc`.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn og_prepare_compiled(cp: *const u8, cl: u32, op: *const u8, ol: u32, bp: *const u8, bl: u32) -> u64 {
+        leak(unsafe { prepare_compiled_buffer(input(cp, cl), input(op, ol), input(bp, bl)) })
+    }
 }
 
 #[cfg(test)]
@@ -218,10 +289,23 @@ mod tests {
     }
 
     #[test]
+    fn a_compiled_schema_gives_the_buffers_its_source_gives() {
+        let compiled = compile_buffer(SCHEMA);
+        assert_eq!(compiled[0], Status::Compiled as u8);
+        let form = &compiled[1..];
+        for (options, batch) in [(&b""[..], &b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\n"[..]), (b"{\"mode\":\"append\"}", b"{}\n"), (b"{\"mode\":\"x\"}", b"")] {
+            assert_eq!(validate_compiled_buffer(form, options, batch), validate_buffer(SCHEMA, options, batch));
+            assert_eq!(prepare_compiled_buffer(form, options, batch), prepare_buffer(SCHEMA, options, batch));
+        }
+    }
+
+    #[test]
     fn errors_are_typed() {
         assert!(matches!(decode_prepare(&prepare_buffer(b"node", b"", b"")), Ok(PrepareOutcome::SchemaError(e)) if e.contains("\"line\":1")));
         assert!(matches!(decode_prepare(&prepare_buffer(SCHEMA, b"{\"mode\":\"x\"}", b"")), Ok(PrepareOutcome::OptionsError(_))));
         assert_eq!(decode_prepare(&[]), Err(MalformedBuffer("empty")));
+        assert!(matches!(decode_prepare(&prepare_compiled_buffer(b"not a form", b"", b"")), Ok(PrepareOutcome::CompiledFormError(e)) if e.contains("no header")));
+        assert_eq!(compile_buffer(b"node")[0], Status::SchemaError as u8);
         assert_eq!(decode_prepare(&[b'1', 9, 0, 0, 0]), Err(MalformedBuffer("truncated")));
     }
 }

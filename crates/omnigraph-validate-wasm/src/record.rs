@@ -465,7 +465,7 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
     }
     for rule in def.checks.iter().filter(|r| r.prop == i) {
         if let Val::Str(s) = v {
-            if !rule.regex.is_match(s) {
+            if !rule.is_match(s) {
                 cx.emit(pos, ErrorCode::CheckViolation, &member_path("/data", &def.props[i].name), || {
                     format!(
                         "{} {} property '{}' = {} does not match @check pattern {:?}",
@@ -473,7 +473,7 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
                         def.name,
                         def.props[i].name,
                         echo(s),
-                        rule.regex.as_str()
+                        rule.pattern
                     )
                 });
             }

@@ -32,6 +32,10 @@ fn run_case(dir: &Path) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let input = fs::read(dir.join("input.ndjson")).expect("input.ndjson");
     let report = validate(&schema, &options, &input);
+    // The schema read back from its compiled form (what hosts keep between
+    // batches) must give the very same report.
+    let reread = Schema::from_compiled(&schema.compiled_form()).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    assert_eq!(validate(&reread, &options, &input).to_json(), report.to_json(), "{}: compiled form", dir.display());
     // prepare() must agree with validate() on the verdict and the report.
     match prepare(&schema, &options, &input) {
         Ok(prepared) => {

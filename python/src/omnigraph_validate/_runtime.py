@@ -1,4 +1,4 @@
-"""The artifact in wasmtime, through the plain ABI v2 (crates/omnigraph-validate-wasm/src/abi.rs).
+"""The artifact in wasmtime, through the plain ABI v3 (crates/omnigraph-validate-wasm/src/abi.rs).
 
 As the Rust host does (crates/omnigraph-host/src/validator.rs): the module is
 compiled once per `Validator`; every call gets a fresh instance in a fresh
@@ -33,7 +33,7 @@ from ._errors import (
     TrapError,
 )
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 """The plain ABI this package speaks."""
 
 STATUS_REPORT = ord("0")

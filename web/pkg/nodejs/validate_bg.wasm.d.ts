@@ -10,9 +10,12 @@ export const compiledschema_validate: (a: number, b: number, c: number, d: numbe
 export const compiledschema_validateObject: (a: number, b: number, c: number, d: number, e: number) => [number, number, number];
 export const og_abi_version: () => number;
 export const og_alloc: (a: number) => number;
+export const og_compile: (a: number, b: number) => bigint;
 export const og_free: (a: number, b: number) => void;
 export const og_prepare: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
+export const og_prepare_compiled: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
 export const og_validate: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
+export const og_validate_compiled: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
 export const rules: () => any;
 export const schemacompileerror_column: (a: number) => number;
 export const schemacompileerror_errorsJson: (a: number) => [number, number];

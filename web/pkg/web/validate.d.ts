@@ -82,9 +82,12 @@ export interface InitOutput {
     readonly compiledschema_validateObject: (a: number, b: number, c: number, d: number, e: number) => [number, number, number];
     readonly og_abi_version: () => number;
     readonly og_alloc: (a: number) => number;
+    readonly og_compile: (a: number, b: number) => bigint;
     readonly og_free: (a: number, b: number) => void;
     readonly og_prepare: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
+    readonly og_prepare_compiled: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
     readonly og_validate: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
+    readonly og_validate_compiled: (a: number, b: number, c: number, d: number, e: number, f: number) => bigint;
     readonly rules: () => any;
     readonly schemacompileerror_column: (a: number) => number;
     readonly schemacompileerror_errorsJson: (a: number) => [number, number];

@@ -1,6 +1,7 @@
 //! The compiled catalog in its canonical JSON form (SPEC §1.5). Field order
 //! is the struct order; types are sorted by name; nothing positional (lines,
 //! columns) is included, so whitespace and comments never change the hash.
+//! It is complete: a compiled schema is rebuilt from it (`compiled.rs`).
 
 use serde::Serialize;
 

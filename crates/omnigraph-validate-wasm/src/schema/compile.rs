@@ -3,14 +3,13 @@
 
 use std::collections::HashMap;
 
-use regex::RegexBuilder;
 use sha2::{Digest, Sha256};
 
 use super::catalog::*;
 use super::lexer::Span;
 use super::parser::{Annotation, Arg, Decl, DeclKind, PropDecl, TypeExpr, parse};
 use super::*;
-use crate::limits::{MAX_REGEX_COMPILED_BYTES, MAX_SCHEMA_BYTES, MAX_VECTOR_DIMENSION};
+use crate::limits::{MAX_SCHEMA_BYTES, MAX_VECTOR_DIMENSION};
 use crate::suggest::hint as suggest_in;
 use crate::value::{format_f32, format_f64};
 
@@ -618,10 +617,10 @@ fn build_type(cx: &mut Ctx, d: &Decl, props: Vec<Prop>, cons: Constraints) -> (T
             cx.err(span, format!("@check({name}, …): Unicode property classes (\\p{{…}}) are not supported; use explicit character ranges"));
             continue;
         }
-        match RegexBuilder::new(&pattern).size_limit(MAX_REGEX_COMPILED_BYTES).build() {
-            Ok(regex) => {
+        match CheckRule::compile(i, pattern.clone()) {
+            Ok(rule) => {
                 cat_checks.push(CatalogCheck { property: name, pattern });
-                checks.push(CheckRule { prop: i, regex });
+                checks.push(rule);
             }
             Err(e) => {
                 let detail = e.to_string();

@@ -2,13 +2,15 @@
 //! canonical catalog and its hash.
 
 mod catalog;
+mod check;
 mod compile;
+mod compiled;
 mod lexer;
 mod parser;
 
-
-use regex::Regex;
 use serde::Serialize;
+
+pub use check::CheckRule;
 
 pub use catalog::{Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType};
 
@@ -71,6 +73,18 @@ impl std::fmt::Display for SchemaErrors {
 }
 
 impl std::error::Error for SchemaErrors {}
+
+/// A buffer that is not a [`Schema::compiled_form`] of this validator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledFormError(pub String);
+
+impl std::fmt::Display for CompiledFormError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a compiled schema of this validator: {}", self.0)
+    }
+}
+
+impl std::error::Error for CompiledFormError {}
 
 /// The value types of SPEC §1.3.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,12 +174,6 @@ pub struct RangeRule {
     pub text: String,
 }
 
-#[derive(Debug, Clone)]
-pub struct CheckRule {
-    pub prop: usize,
-    pub regex: Regex,
-}
-
 /// Up to this many properties, a linear scan beats a binary search.
 const LINEAR_LOOKUP_MAX: usize = 24;
 
@@ -215,9 +223,21 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// Compiles `.pg` source. Every `@check` regex is compiled here.
+    /// Compiles `.pg` source. Every `@check` pattern is checked here.
     pub fn compile(source: &str) -> Result<Schema, SchemaErrors> {
         compile::compile(source)
+    }
+
+    /// The compiled form of this schema ([`Schema::from_compiled`] reads it
+    /// back): what a host keeps so that no batch compiles the source again.
+    pub fn compiled_form(&self) -> Vec<u8> {
+        compiled::write(self)
+    }
+
+    /// A schema from its [`Schema::compiled_form`], without the source: no
+    /// parsing, no hashing, regexes built when first used.
+    pub fn from_compiled(form: &[u8]) -> Result<Schema, CompiledFormError> {
+        compiled::read(form)
     }
 
     pub fn type_index(&self, name: &str) -> Option<usize> {

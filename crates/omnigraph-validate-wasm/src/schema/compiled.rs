@@ -1,0 +1,362 @@
+//! The compiled form of a schema: its catalog (SPEC §1.5, which holds every
+//! resolved type, property and constraint) in a compact binary encoding,
+//! with the canonical JSON and the schema hash beside it, behind a header
+//! naming the validator version. Reading it back rebuilds the same
+//! [`Schema`] without parsing `.pg` source, JSON or hashing, so a host that
+//! keeps it pays none of that per batch (ABI `og_*_compiled`).
+//!
+//! `tests/vectors.rs` checks that every schema of the conformance corpus
+//! read back gives byte-identical reports, natively; `tests/parity.rs` of
+//! the host does the same in wasmtime.
+
+use std::collections::HashMap;
+
+use super::catalog::{Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType};
+use super::{Bound, CheckRule, CompiledFormError, PropDef, RangeRule, Schema, TypeDef, UniqueMember, ValueType};
+use crate::VALIDATOR_VERSION;
+use crate::report::TableKind;
+
+/// First word of the header; the number is this layout's version.
+const MAGIC: &str = "omnigraph-compiled-schema/1";
+
+/// `<MAGIC> <validator version> <schema hash>\n`, the canonical JSON, then
+/// the catalog (see [`Encoded`]).
+pub fn write(schema: &Schema) -> Vec<u8> {
+    let mut out = format!("{MAGIC} {VALIDATOR_VERSION} {}\n", schema.hash).into_bytes();
+    schema.canonical.put(&mut out);
+    schema.catalog.put(&mut out);
+    out
+}
+
+pub fn read(form: &[u8]) -> Result<Schema, CompiledFormError> {
+    let bad = |why: &str| CompiledFormError(why.to_owned());
+    let newline = form.iter().position(|&b| b == b'\n').ok_or_else(|| bad("no header"))?;
+    let header = std::str::from_utf8(&form[..newline]).map_err(|_| bad("header is not UTF-8"))?;
+    let mut words = header.split(' ');
+    if words.next() != Some(MAGIC) {
+        return Err(bad("unknown layout"));
+    }
+    if words.next() != Some(VALIDATOR_VERSION) {
+        return Err(bad("made by another validator version"));
+    }
+    let hash = words.next().filter(|h| h.starts_with("sha256:") && h.len() == 71).ok_or_else(|| bad("no schema hash"))?;
+    if words.next().is_some() {
+        return Err(bad("trailing header words"));
+    }
+    let mut reader = Reader { rest: &form[newline + 1..] };
+    let canonical = String::take(&mut reader)?;
+    let catalog = Catalog::take(&mut reader)?;
+    if !reader.rest.is_empty() {
+        return Err(bad("trailing bytes"));
+    }
+    if catalog.format != 1 {
+        return Err(bad("unknown catalog format"));
+    }
+    from_catalog(catalog, canonical, hash.to_owned())
+}
+
+/// What is left of a compiled form to read.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], CompiledFormError> {
+        if self.rest.len() < n {
+            return Err(CompiledFormError("truncated".into()));
+        }
+        let (taken, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(taken)
+    }
+}
+
+/// A value in the compiled form: integers little-endian, a string or list
+/// as its `u32` length then its bytes or items, an option as a 0/1 byte
+/// then the value, a struct as its fields in declaration order.
+trait Encoded: Sized {
+    fn put(&self, out: &mut Vec<u8>);
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError>;
+}
+
+impl Encoded for u32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        Ok(u32::from_le_bytes(r.bytes(4)?.try_into().expect("4 bytes")))
+    }
+}
+
+impl Encoded for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        Ok(u64::from_le_bytes(r.bytes(8)?.try_into().expect("8 bytes")))
+    }
+}
+
+impl Encoded for bool {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(*self as u8);
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        match r.bytes(1)?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(CompiledFormError("bad flag".into())),
+        }
+    }
+}
+
+impl Encoded for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        (self.len() as u32).put(out);
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        let len = u32::take(r)? as usize;
+        String::from_utf8(r.bytes(len)?.to_vec()).map_err(|_| CompiledFormError("text is not UTF-8".into()))
+    }
+}
+
+impl<T: Encoded> Encoded for Option<T> {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.is_some().put(out);
+        if let Some(v) = self {
+            v.put(out);
+        }
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        Ok(if bool::take(r)? { Some(T::take(r)?) } else { None })
+    }
+}
+
+impl<T: Encoded> Encoded for Vec<T> {
+    fn put(&self, out: &mut Vec<u8>) {
+        (self.len() as u32).put(out);
+        for v in self {
+            v.put(out);
+        }
+    }
+    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+        let len = u32::take(r)? as usize;
+        // Every item takes at least a byte: a forged length cannot reserve
+        // more than the form holds.
+        let mut items = Vec::with_capacity(len.min(r.rest.len()));
+        for _ in 0..len {
+            items.push(T::take(r)?);
+        }
+        Ok(items)
+    }
+}
+
+/// [`Encoded`] for a struct: its fields in order.
+macro_rules! encoded_struct {
+    ($name:ident { $($field:ident),* }) => {
+        impl Encoded for $name {
+            fn put(&self, out: &mut Vec<u8>) {
+                $(self.$field.put(out);)*
+            }
+            fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+                Ok($name { $($field: Encoded::take(r)?),* })
+            }
+        }
+    };
+}
+
+encoded_struct!(Catalog { format, interfaces, nodes, edges });
+encoded_struct!(CatalogType { name, from, to, implements, properties, key, unique, index, ranges, checks, card, metadata });
+encoded_struct!(CatalogProp { name, ty, nullable, metadata });
+encoded_struct!(CatalogRange { property, min, max });
+encoded_struct!(CatalogCheck { property, pattern });
+encoded_struct!(CatalogCard { min, max });
+encoded_struct!(CatalogAnnotation { name, args });
+
+/// The [`Schema`] `compile` built for this catalog: nodes then edges, each
+/// sorted by name (the catalog's order), properties as resolved.
+fn from_catalog(catalog: Catalog, canonical: String, hash: String) -> Result<Schema, CompiledFormError> {
+    let stored: Vec<(TableKind, &CatalogType)> = catalog
+        .nodes
+        .iter()
+        .map(|t| (TableKind::Node, t))
+        .chain(catalog.edges.iter().map(|t| (TableKind::Edge, t)))
+        .collect();
+    let index: HashMap<&str, usize> = stored.iter().enumerate().map(|(i, (_, t))| (t.name.as_str(), i)).collect();
+    let endpoint = |name: &Option<String>| -> Result<Option<usize>, CompiledFormError> {
+        name.as_deref()
+            .map(|n| index.get(n).copied().ok_or_else(|| CompiledFormError(format!("unknown endpoint type {n}"))))
+            .transpose()
+    };
+    let mut types = Vec::with_capacity(stored.len());
+    for &(kind, t) in &stored {
+        let mut def = type_def(kind, t)?;
+        def.from = endpoint(&t.from)?;
+        def.to = endpoint(&t.to)?;
+        types.push(def);
+    }
+    let mut sorted_types: Vec<(String, usize)> = index.into_iter().map(|(n, i)| (n.to_owned(), i)).collect();
+    sorted_types.sort();
+    let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.clone()).collect();
+    interfaces.sort();
+    Ok(Schema { types, sorted_types, interfaces, catalog, canonical, hash })
+}
+
+fn type_def(kind: TableKind, t: &CatalogType) -> Result<TypeDef, CompiledFormError> {
+    let bad = |what: String| CompiledFormError(format!("type {}: {what}", t.name));
+    let props: Vec<PropDef> = t
+        .properties
+        .iter()
+        .map(|p| {
+            let ty = value_type(&p.ty).ok_or_else(|| bad(format!("unknown property type {}", p.ty)))?;
+            Ok(PropDef { name: p.name.clone(), ty, nullable: p.nullable })
+        })
+        .collect::<Result<_, CompiledFormError>>()?;
+    let prop = |name: &str| {
+        props.iter().position(|p| p.name == name).ok_or_else(|| bad(format!("unknown property {name}")))
+    };
+    let key = t.key.as_ref().map(|names| names.iter().map(|n| prop(n)).collect::<Result<Vec<_>, _>>()).transpose()?;
+    let uniques = t
+        .unique
+        .iter()
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| match (prop(n), kind, n.as_str()) {
+                    (Ok(i), _, _) => Ok(UniqueMember::Prop(i)),
+                    (Err(_), TableKind::Edge, "src") => Ok(UniqueMember::Src),
+                    (Err(_), TableKind::Edge, "dst") => Ok(UniqueMember::Dst),
+                    (Err(e), _, _) => Err(e),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let ranges = t
+        .ranges
+        .iter()
+        .map(|r| {
+            let i = prop(&r.property)?;
+            let bound = |text: &Option<String>| {
+                text.as_deref().map(|s| range_bound(&props[i].ty, s).ok_or_else(|| bad(format!("bad bound {s}")))).transpose()
+            };
+            let text = format!("{}..{}", r.min.as_deref().unwrap_or(""), r.max.as_deref().unwrap_or(""));
+            Ok(RangeRule { prop: i, min: bound(&r.min)?, max: bound(&r.max)?, text })
+        })
+        .collect::<Result<Vec<_>, CompiledFormError>>()?;
+    let checks = t
+        .checks
+        .iter()
+        .map(|c| Ok(CheckRule::accepted(prop(&c.property)?, c.pattern.clone())))
+        .collect::<Result<Vec<_>, CompiledFormError>>()?;
+    let mut sorted_props: Vec<(String, usize)> = props.iter().enumerate().map(|(i, p)| (p.name.clone(), i)).collect();
+    sorted_props.sort();
+    Ok(TypeDef {
+        kind,
+        name: t.name.clone(),
+        props,
+        sorted_props,
+        key,
+        uniques,
+        ranges,
+        checks,
+        card_max: t.card.as_ref().and_then(|c| c.max),
+        from: None,
+        to: None,
+    })
+}
+
+/// A bound in its canonical text, typed like `compile` typed it.
+fn range_bound(ty: &ValueType, text: &str) -> Option<Bound> {
+    match ty {
+        ty if ty.is_integer() => text.parse::<i128>().ok().map(Bound::Int),
+        ValueType::F32 => text.parse::<f32>().ok().map(|v| Bound::Float(v as f64)),
+        ValueType::F64 => text.parse::<f64>().ok().map(Bound::Float),
+        _ => None,
+    }
+}
+
+/// The inverse of [`ValueType::canonical`].
+fn value_type(text: &str) -> Option<ValueType> {
+    Some(match text {
+        "String" => ValueType::String,
+        "Bool" => ValueType::Bool,
+        "I32" => ValueType::I32,
+        "I64" => ValueType::I64,
+        "U32" => ValueType::U32,
+        "U64" => ValueType::U64,
+        "F32" => ValueType::F32,
+        "F64" => ValueType::F64,
+        "Date" => ValueType::Date,
+        "DateTime" => ValueType::DateTime,
+        "Blob" => ValueType::Blob,
+        _ => {
+            if let Some(n) = text.strip_prefix("Vector(").and_then(|t| t.strip_suffix(')')) {
+                ValueType::Vector(n.parse().ok()?)
+            } else if let Some(values) = text.strip_prefix("enum(").and_then(|t| t.strip_suffix(')')) {
+                ValueType::Enum(values.split(", ").map(str::to_owned).collect())
+            } else {
+                let item = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'))?;
+                ValueType::List(Box::new(value_type(item)?))
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_type_reads_back_from_its_canonical_spelling() {
+        let all = [
+            "String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime", "Blob", "Vector(3)",
+            "enum(a, b-c, D_1)", "[String]", "[enum(x, y)]", "[Date]",
+        ];
+        for text in all {
+            assert_eq!(value_type(text).map(|t| t.canonical()).as_deref(), Some(text));
+        }
+        for bad in ["Str", "Vector(x)", "[Blob", "enum(a"] {
+            assert_eq!(value_type(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_form_reads_back_to_the_same_schema() {
+        let source = include_str!("../../../../samples/people.pg");
+        let schema = Schema::compile(source).unwrap();
+        let back = Schema::from_compiled(&schema.compiled_form()).unwrap();
+        assert_eq!(back.hash(), schema.hash());
+        assert_eq!(back.canonical_json(), schema.canonical_json());
+        assert_eq!(back.catalog(), schema.catalog());
+        assert_eq!(format!("{:?}", back.types), format!("{:?}", schema.types));
+        assert_eq!(back.sorted_types, schema.sorted_types);
+        assert_eq!(back.interfaces, schema.interfaces);
+    }
+
+    /// `form` with the first (or last) `from` replaced by `to`.
+    fn replaced(form: &[u8], from: &[u8], to: &[u8], last: bool) -> Vec<u8> {
+        let mut hits = form.windows(from.len()).enumerate().filter(|(_, w)| *w == from).map(|(i, _)| i);
+        let at = if last { hits.last() } else { hits.next() }.expect("present");
+        [&form[..at], to, &form[at + from.len()..]].concat()
+    }
+
+    #[test]
+    fn anything_else_is_refused_with_a_reason() {
+        let form = Schema::compile("node P { name: String @key }").unwrap().compiled_form();
+        for (bad, why) in [
+            (b"".to_vec(), "no header"),
+            (b"\xff\n{}".to_vec(), "not UTF-8"),
+            (replaced(&form, MAGIC.as_bytes(), b"other/1", false), "unknown layout"),
+            (replaced(&form, VALIDATOR_VERSION.as_bytes(), b"0.0.0-other", false), "another validator version"),
+            (replaced(&form, b"sha256:", b"md5:", false), "no schema hash"),
+            (form[..form.len() - 1].to_vec(), "truncated"),
+            ([&form[..], b"x"].concat(), "trailing bytes"),
+            // The last "String" is the property's type in the binary catalog.
+            (replaced(&form, b"String", b"Strong", true), "unknown property type"),
+        ] {
+            let err = Schema::from_compiled(&bad).err().unwrap_or_else(|| panic!("accepted: {why}"));
+            assert!(err.0.contains(why), "{err} should say {why}");
+        }
+    }
+}
