@@ -334,6 +334,19 @@ mod tests {
         assert_eq!(back.interfaces, schema.interfaces);
     }
 
+    proptest::proptest! {
+        // Any damage to a form is refused or read, never a panic or an
+        // allocation the form's size does not bound.
+        #[test]
+        fn damaged_forms_never_panic(at in 0usize..4096, byte in proptest::prelude::any::<u8>(), cut in 0usize..4096) {
+            let mut form = Schema::compile(include_str!("../../../../samples/people.pg")).unwrap().compiled_form();
+            let at = at % form.len();
+            form[at] = byte;
+            form.truncate(form.len() - cut % form.len());
+            let _ = Schema::from_compiled(&form);
+        }
+    }
+
     /// `form` with the first (or last) `from` replaced by `to`.
     fn replaced(form: &[u8], from: &[u8], to: &[u8], last: bool) -> Vec<u8> {
         let mut hits = form.windows(from.len()).enumerate().filter(|(_, w)| *w == from).map(|(i, _)| i);
