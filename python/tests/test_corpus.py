@@ -35,3 +35,5 @@ def test_corpus_report_is_byte_identical(name):
     assert actual == case["expected"], f"python: {name}"
     # Options as a dict, and the report as a dict, agree.
     assert schema.validate(case["input"], json.loads(case["options"])) == json.loads(case["expected"])
+    # The one-shot call hands the artifact the source, not a compiled form.
+    assert og.validate(case["schema"], case["input"], case["options"]) == json.loads(case["expected"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Dict, Iterator, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 from ._errors import (
     AbiError,
@@ -43,6 +43,8 @@ from ._files import (
 )
 from ._runtime import (
     ABI_VERSION,
+    STATUS_COMPILED,
+    STATUS_COMPILED_FORM_ERROR,
     STATUS_OPTIONS_ERROR,
     STATUS_REPORT,
     STATUS_SCHEMA_ERROR,
@@ -137,11 +139,16 @@ def _batch_bytes(data: Any) -> bytes:
     raise TypeError(f"a batch is bytes, not {type(data).__name__}")
 
 
-def _run_validate(validator: Validator, source: bytes, options: bytes, batch: bytes) -> str:
-    out = validator.call("og_validate", source, options, batch)
+def _status_and_body(out: bytes) -> Tuple[int, bytes]:
     if not out:
         raise AbiError("empty result")
-    status, body = out[0], out[1:]
+    return out[0], out[1:]
+
+
+def _run_validate(validator: Validator, export: str, schema: bytes, options: bytes, batch: bytes) -> str:
+    """``og_validate`` (``schema``: source) or ``og_validate_compiled``
+    (``schema``: a compiled form): the report JSON."""
+    status, body = _status_and_body(validator.call(export, schema, options, batch))
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -152,25 +159,27 @@ def _run_validate(validator: Validator, source: bytes, options: bytes, batch: by
         raise SchemaCompileError(text)
     if status == STATUS_OPTIONS_ERROR:
         raise OptionsError(text)
+    if status == STATUS_COMPILED_FORM_ERROR:
+        raise AbiError(f"the artifact refused its own compiled schema: {text}")
     raise AbiError(f"unexpected status byte {status}")
 
 
 class CompiledSchema:
     """A schema that compiles, ready to validate batches with.
 
-    The artifact compiles the schema again on each call (each call is a fresh
-    instance, as in the host); compiling here checks it once and gives its
-    hash.
+    The artifact compiled it once (``og_compile``); every call is a fresh
+    instance, as in the host, handed that compiled form
+    (``og_validate_compiled``), so no batch compiles the schema again.
     """
 
-    def __init__(self, source: str, validator: Validator, schema_hash: str, validator_version: str):
+    def __init__(self, source: str, validator: Validator, schema_hash: str, validator_version: str, form: bytes):
         self.source = source
         self.validator = validator
         self.hash = schema_hash
         """``sha256:…`` of the canonical catalog (SPEC §1.5), as reports give it."""
         self.validator_version = validator_version
         """The rule book's version, as reports give it (``rules.validator``)."""
-        self._source_bytes = source.encode("utf-8")
+        self._form = form
 
     def __repr__(self) -> str:
         return f"CompiledSchema(hash={self.hash!r})"
@@ -178,7 +187,7 @@ class CompiledSchema:
     def validate_json(self, data: Any, options: Options = None) -> str:
         """The report JSON (SPEC §3), exactly as every runtime gives it (no
         trailing newline). Raises ``OptionsError`` for bad options."""
-        return _run_validate(self.validator, self._source_bytes, _options_bytes(options), _batch_bytes(data))
+        return _run_validate(self.validator, "og_validate_compiled", self._form, _options_bytes(options), _batch_bytes(data))
 
     def validate(self, data: Any, options: Options = None) -> Dict[str, Any]:
         """The report (SPEC §3) as a dict. ``data``: the batch's bytes."""
@@ -199,7 +208,7 @@ class CompiledSchema:
         # Options are checked once, before the file is read.
         self.validate_json(b"", options_bytes)
         return _iter_file(
-            lambda batch: _run_validate(self.validator, self._source_bytes, options_bytes, batch),
+            lambda batch: _run_validate(self.validator, "og_validate_compiled", self._form, options_bytes, batch),
             os.fspath(path),
             batch_lines,
             batch_bytes,
@@ -247,12 +256,17 @@ def compile_schema(source: str, validator: Optional[Validator] = None) -> Compil
     if not isinstance(source, str):
         raise TypeError(f"schema source is text, not {type(source).__name__}")
     validator = validator or default_validator()
-    report = json.loads(_run_validate(validator, source.encode("utf-8"), b"", b""))
-    rules = report["rules"]
-    return CompiledSchema(source, validator, rules["schema_hash"], rules["validator"])
+    status, body = _status_and_body(validator.call("og_compile", source.encode("utf-8")))
+    if status == STATUS_SCHEMA_ERROR:
+        raise SchemaCompileError(body.decode("utf-8", "replace"))
+    if status != STATUS_COMPILED:
+        raise AbiError(f"og_compile answered status byte {status}")
+    # The hash and version, as reports give them: the report of no records.
+    rules = json.loads(_run_validate(validator, "og_validate_compiled", body, b"", b""))["rules"]
+    return CompiledSchema(source, validator, rules["schema_hash"], rules["validator"], body)
 
 
 def validate(schema: str, data: Any, options: Options = None) -> Dict[str, Any]:
     """One-shot: compile ``schema`` and validate ``data``; the report as a dict."""
     validator = default_validator()
-    return json.loads(_run_validate(validator, schema.encode("utf-8"), _options_bytes(options), _batch_bytes(data)))
+    return json.loads(_run_validate(validator, "og_validate", schema.encode("utf-8"), _options_bytes(options), _batch_bytes(data)))

@@ -11,6 +11,9 @@ The ABI: `og_alloc(len) -> ptr` gives an input buffer in the module's memory;
 `og_validate(schema, options, batch)` (each a pointer and a length) returns
 `ptr << 32 | len` of a result buffer whose first byte is the status:
 `0` report JSON, `3` schema error JSON, `4` options error message.
+`og_compile(schema)` gives `5` and the schema's compiled form, which
+`og_validate_compiled(form, options, batch)` takes in place of the source
+(`6`: not a form of this module), so a batch does not compile the schema.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ STATUS_ACCEPTED = ord("1")
 STATUS_REJECTED = ord("2")
 STATUS_SCHEMA_ERROR = ord("3")
 STATUS_OPTIONS_ERROR = ord("4")
+STATUS_COMPILED = ord("5")
+STATUS_COMPILED_FORM_ERROR = ord("6")
 
 WASM_PAGE = 64 * 1024
 DEFAULT_MEMORY_LIMIT = 1 << 30
@@ -168,10 +173,11 @@ class Validator:
         with self._call_context() as (store, instance):
             return _u32(self._export(store, instance, "og_abi_version")(store))
 
-    def call(self, export: str, schema: bytes, options: bytes, batch: bytes) -> bytes:
-        """One ABI call (``og_validate`` or ``og_prepare``) on a fresh
-        instance: the result buffer, status byte first."""
-        size = len(schema) + len(options) + len(batch)
+    def call(self, export: str, *buffers: bytes) -> bytes:
+        """One ABI call (``og_validate``, ``og_compile``,
+        ``og_validate_compiled``, …) on a fresh instance, each buffer passed
+        as a pointer and a length: the result buffer, status byte first."""
+        size = sum(len(data) for data in buffers)
         # The guest needs the inputs plus working memory: refuse early rather
         # than trap half-way (a guest allocation failure is a trap).
         if size * 2 > self.memory_limit:
@@ -185,7 +191,7 @@ class Validator:
             alloc = self._export(store, instance, "og_alloc")
             run = self._export(store, instance, export)
             pointers = []
-            for data in (schema, options, batch):
+            for data in buffers:
                 ptr = _u32(alloc(store, _i32(len(data))))
                 _write(store, memory, ptr, data)
                 pointers += [_i32(ptr), _i32(len(data))]
