@@ -1,16 +1,24 @@
-//! `cargo bench -p omnigraph-host --bench wasm_runner`: the validator in
-//! wasmtime against the same code native, on the generated ~32 MiB batch,
-//! and the per-batch overhead of a fresh instance (1-line batch).
+//! `cargo bench --profile dev -p omnigraph-host --bench wasm_runner`: the
+//! validator in wasmtime against the same code native, on the generated
+//! ~32 MiB batch, and the per-batch cost of a fresh instance (a 1-line
+//! batch; 8,192 lines of the sample schema). Criterion's groups first, then
+//! one timed pass that ends in the issue's `target` lines.
 
 #[path = "../../omnigraph-validate-wasm/benches/batchgen.rs"]
 mod batchgen;
+mod common;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::time::Duration;
+
+use common::{median_time, target, target_at_least};
+use criterion::{Criterion, Throughput, criterion_group};
 use omnigraph_host::validator::{RunnerConfig, ValidateOutcome, Validator};
 use omnigraph_validate_wasm::{Options, Schema, validate};
 
 const SCHEMA: &str = include_str!("../../../tests/bench/schema.pg");
+const PEOPLE: &str = include_str!("../../../samples/people.pg");
 const TARGET_BYTES: usize = 32 * 1024 * 1024 - 64 * 1024;
+const ONE_LINE: &[u8] = b"{\"type\":\"Company\",\"data\":{\"name\":\"c\"}}\n";
 
 fn runner(c: &mut Criterion) {
     let batch = batchgen::generate(TARGET_BYTES);
@@ -18,10 +26,7 @@ fn runner(c: &mut Criterion) {
     let schema = Schema::compile(SCHEMA).unwrap();
     let options = Options::from_json(options_json).unwrap();
     let validator = Validator::new(RunnerConfig::default()).unwrap();
-    match validator.validate(SCHEMA, options_json, &batch).unwrap() {
-        ValidateOutcome::Report(r) => assert!(r.starts_with("{\"ok\":true"), "{}", &r[..300.min(r.len())]),
-        other => panic!("{other:?}"),
-    }
+    assert_valid(validator.validate(SCHEMA, options_json, &batch).unwrap());
 
     let mut group = c.benchmark_group("32MiB");
     group.sample_size(10);
@@ -30,15 +35,75 @@ fn runner(c: &mut Criterion) {
     group.bench_function("wasmtime_validate", |b| b.iter(|| validator.validate(SCHEMA, options_json, &batch).unwrap()));
     group.finish();
 
-    let line = b"{\"type\":\"Company\",\"data\":{\"name\":\"c\"}}\n";
     let mut group = c.benchmark_group("per_batch");
     group.bench_function("wasmtime_instantiate_only", |b| b.iter(|| validator.abi_version().unwrap()));
-    group.bench_function("wasmtime_validate_1_line", |b| b.iter(|| validator.validate(SCHEMA, b"", line).unwrap()));
+    group.bench_function("wasmtime_validate_1_line", |b| b.iter(|| validator.validate(SCHEMA, b"", ONE_LINE).unwrap()));
     group.bench_function("native_compile_and_validate_1_line", |b| {
-        b.iter(|| validate(&Schema::compile(SCHEMA).unwrap(), &Options::default(), line))
+        b.iter(|| validate(&Schema::compile(SCHEMA).unwrap(), &Options::default(), ONE_LINE))
     });
     group.finish();
 }
 
+fn assert_valid(outcome: ValidateOutcome) {
+    match outcome {
+        ValidateOutcome::Report(r) => assert!(r.starts_with("{\"ok\":true"), "{}", &r[..300.min(r.len())]),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// 8,192 people of `samples/people.pg`, every optional property given.
+fn people_batch() -> Vec<u8> {
+    let mut out = String::new();
+    for i in 0..8_192 {
+        out.push_str(&format!(
+            "{{\"type\":\"Person\",\"data\":{{\"name\":\"person-{i:06}\",\"age\":{},\"email\":\"p{i}@example.org\",\"born\":\"1990-01-{:02}\",\"tags\":[\"a\",\"b\"]}}}}\n",
+            i % 150,
+            1 + i % 28
+        ));
+    }
+    out.into_bytes()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn targets() {
+    let batch = batchgen::generate(TARGET_BYTES);
+    let options_json = batchgen::BENCH_OPTIONS.as_bytes();
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let options = Options::from_json(options_json).unwrap();
+    // A validator that has never seen the schemas: its first call compiles.
+    let validator = Validator::new(RunnerConfig::default()).unwrap();
+    validator.ready().unwrap();
+    let first = std::time::Instant::now();
+    assert_valid(validator.validate(SCHEMA, b"", ONE_LINE).unwrap());
+    let first = first.elapsed();
+    let one_line = median_time(501, || validator.validate(SCHEMA, b"", ONE_LINE).unwrap());
+    let instance = median_time(501, || validator.abi_version().unwrap());
+    let people = people_batch();
+    assert_valid(validator.validate(PEOPLE, b"", &people).unwrap());
+    let people_time = median_time(21, || validator.validate(PEOPLE, b"", &people).unwrap());
+    let native = median_time(5, || validate(&schema, &options, &batch));
+    let wasm = median_time(5, || validator.validate(SCHEMA, options_json, &batch).unwrap());
+    let mib = batch.len() as f64 / (1024.0 * 1024.0);
+    println!();
+    println!("Timed pass (medians):");
+    println!("  32 MiB batch: native {:.0} ms ({:.1} MiB/s), wasmtime {:.0} ms ({:.1} MiB/s)",
+        native.as_secs_f64() * 1e3, mib / native.as_secs_f64(), wasm.as_secs_f64() * 1e3, mib / wasm.as_secs_f64());
+    println!("  fresh instance, one call: {:.1} µs", us(instance));
+    println!("  1-line batch, first call (compiles the schema once): {:.1} µs", us(first));
+    println!("  1-line batch, schema compiled: {:.1} µs", us(one_line));
+    println!("  8,192 people of samples/people.pg ({} bytes): {:.2} ms", people.len(), people_time.as_secs_f64() * 1e3);
+    println!();
+    println!("{}", target("wasmtime_one_line_batch_us", us(one_line), 100.0));
+    println!("{}", target_at_least("wasmtime_vs_native", native.as_secs_f64() / wasm.as_secs_f64(), 0.8));
+}
+
 criterion_group!(benches, runner);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    targets();
+}

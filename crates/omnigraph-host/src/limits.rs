@@ -75,6 +75,11 @@ pub const CLEANUP_INTERVAL: Duration = Duration::from_secs(3600);
 /// its next user one compile).
 pub const MODULE_CACHE_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// Compiled schemas a validator keeps (`validator.rs`; a host has one per
+/// graph). Past it they are dropped and compiled again on next use: slower,
+/// never an error.
+pub const MAX_COMPILED_SCHEMAS: usize = 64;
+
 /// How often the server looks for graphs that loads have changed since
 /// their last maintenance.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);

@@ -12,9 +12,15 @@
 //! Each batch gets a fresh instance from a pre-instantiated template (pooling
 //! allocator: tens of microseconds), a memory cap and an epoch deadline. A
 //! trap becomes a typed error; the next batch starts from a clean instance.
+//! Instances share no state: what a batch does not re-do is the schema
+//! compile. The artifact compiles each schema once (`og_compile`, in its own
+//! fresh instance) and the host hands that compiled form to every batch's
+//! instance (`og_validate_compiled`, `og_prepare_compiled`), so rules and
+//! hash still come from the artifact alone.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -23,10 +29,10 @@ use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
 use omnigraph_validate_wasm::{PreparedTable, Schema, tables_from_rows};
 use sha2::{Digest, Sha256};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap,
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap, Val,
 };
 
-use crate::limits::MODULE_CACHE_RETENTION;
+use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION};
 
 /// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
 /// `scripts/build-wasm.sh` and shipped in the npm package.
@@ -143,8 +149,16 @@ pub struct Validator {
     /// The compiled module, made on first use (an error is kept: it would recur).
     pre: OnceLock<Result<InstancePre<()>, ValidatorError>>,
     sha256: OnceLock<String>,
+    /// Schema source → the artifact's compiled form of it.
+    compiled: Mutex<HashMap<String, Arc<[u8]>>>,
     config: RunnerConfig,
     _ticker: Ticker,
+}
+
+/// A schema as the artifact compiled it, or the artifact's schema error.
+enum Compiled {
+    Form(Arc<[u8]>),
+    SchemaError(String),
 }
 
 /// Where compiled modules are kept unless `OMNIGRAPH_MODULE_CACHE` says
@@ -209,6 +223,7 @@ impl Validator {
             module_cache,
             pre: OnceLock::new(),
             sha256: OnceLock::new(),
+            compiled: Mutex::new(HashMap::new()),
             config,
             _ticker: Ticker { stop, thread: Some(thread) },
         })
@@ -282,16 +297,43 @@ impl Validator {
         f.call(&mut store, ()).map_err(|e| self.classify(e, &mut store, &instance))
     }
 
+    /// The artifact's compiled form of `schema`: made once per schema source
+    /// (in a fresh instance, like a batch) and kept.
+    fn compiled(&self, schema: &str) -> Result<Compiled, ValidatorError> {
+        if let Some(form) = self.compiled.lock().expect("compiled schemas").get(schema) {
+            return Ok(Compiled::Form(form.clone()));
+        }
+        let out = self.call("og_compile", &[schema.as_bytes()])?;
+        let (status, body) = split_status(&out)?;
+        match status {
+            Status::Compiled => {
+                let form: Arc<[u8]> = body.into();
+                let mut kept = self.compiled.lock().expect("compiled schemas");
+                // A host has a schema per graph; a bound keeps a process that
+                // validates ever new schemas (the CLI on many files) in memory.
+                if kept.len() >= MAX_COMPILED_SCHEMAS {
+                    kept.clear();
+                }
+                kept.insert(schema.to_owned(), form.clone());
+                Ok(Compiled::Form(form))
+            }
+            Status::SchemaError => Ok(Compiled::SchemaError(text(body)?)),
+            other => Err(ValidatorError::Abi(format!("og_compile answered {other:?}"))),
+        }
+    }
+
     /// Validates a batch: the report, as every runtime produces it.
     pub fn validate(&self, schema: &str, options: &[u8], batch: &[u8]) -> Result<ValidateOutcome, ValidatorError> {
-        let out = self.call("og_validate", schema.as_bytes(), options, batch)?;
-        let (&status, body) = out.split_first().ok_or_else(|| ValidatorError::Abi("empty result".into()))?;
-        let text = String::from_utf8(body.to_vec()).map_err(|_| ValidatorError::Abi("result is not UTF-8".into()))?;
-        match Status::from_byte(status) {
-            Some(Status::Report) => Ok(ValidateOutcome::Report(text)),
-            Some(Status::SchemaError) => Ok(ValidateOutcome::SchemaError(text)),
-            Some(Status::OptionsError) => Ok(ValidateOutcome::OptionsError(text)),
-            _ => Err(ValidatorError::Abi(format!("unexpected status byte {status}"))),
+        let form = match self.compiled(schema)? {
+            Compiled::Form(form) => form,
+            Compiled::SchemaError(e) => return Ok(ValidateOutcome::SchemaError(e)),
+        };
+        let out = self.call("og_validate_compiled", &[&form[..], options, batch])?;
+        let (status, body) = split_status(&out)?;
+        match status {
+            Status::Report => Ok(ValidateOutcome::Report(text(body)?)),
+            Status::OptionsError => Ok(ValidateOutcome::OptionsError(text(body)?)),
+            other => Err(ValidatorError::Abi(format!("og_validate_compiled answered {other:?}: {}", String::from_utf8_lossy(body)))),
         }
     }
 
@@ -313,7 +355,11 @@ impl Validator {
         options: &[u8],
         batch: &[u8],
     ) -> Result<PrepareResult, ValidatorError> {
-        let out = self.call("og_prepare", schema.as_bytes(), options, batch)?;
+        let form = match self.compiled(schema)? {
+            Compiled::Form(form) => form,
+            Compiled::SchemaError(e) => return Ok(PrepareResult::SchemaError(e)),
+        };
+        let out = self.call("og_prepare_compiled", &[&form[..], options, batch])?;
         let abi_error = |e: abi::MalformedBuffer| ValidatorError::Abi(e.to_string());
         Ok(match abi::decode_prepare(&out).map_err(abi_error)? {
             PrepareOutcome::Accepted { report_json, rows } => {
@@ -322,6 +368,7 @@ impl Validator {
             PrepareOutcome::Rejected { report_json } => PrepareResult::Rejected { report_json },
             PrepareOutcome::SchemaError(e) => PrepareResult::SchemaError(e),
             PrepareOutcome::OptionsError(e) => PrepareResult::OptionsError(e),
+            PrepareOutcome::CompiledFormError(e) => return Err(ValidatorError::Abi(format!("og_prepare_compiled: {e}"))),
         })
     }
 
@@ -343,10 +390,11 @@ impl Validator {
         })
     }
 
-    /// One call on a fresh instance; the store (and with it any state a trap
-    /// may have left half-updated) is dropped afterwards.
-    fn call(&self, export: &str, schema: &[u8], options: &[u8], batch: &[u8]) -> Result<Vec<u8>, ValidatorError> {
-        let input = (schema.len() + options.len() + batch.len()) as u64;
+    /// One call on a fresh instance with `inputs` as (pointer, length)
+    /// pairs; the store (and with it any state a trap may have left
+    /// half-updated) is dropped afterwards.
+    fn call(&self, export: &str, inputs: &[&[u8]]) -> Result<Vec<u8>, ValidatorError> {
+        let input: u64 = inputs.iter().map(|b| b.len() as u64).sum();
         // The guest needs the inputs plus working memory: refuse early rather
         // than trap half-way (a guest allocation failure is a trap).
         if input.saturating_mul(2) > self.config.memory_limit {
@@ -357,20 +405,20 @@ impl Validator {
         let abi = |e: wasmtime::Error| ValidatorError::Abi(e.to_string());
         let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| ValidatorError::Abi("no memory export".into()))?;
         let alloc = instance.get_typed_func::<u32, u32>(&mut store, "og_alloc").map_err(abi)?;
-        let run = instance.get_typed_func::<(u32, u32, u32, u32, u32, u32), u64>(&mut store, export).map_err(abi)?;
-        let put = |store: &mut Store<()>, bytes: &[u8]| -> Result<(u32, u32), ValidatorError> {
+        let run = instance.get_func(&mut store, export).ok_or_else(|| ValidatorError::Abi(format!("no export {export}")))?;
+        let mut params = Vec::with_capacity(inputs.len() * 2);
+        for bytes in inputs {
             let len = u32::try_from(bytes.len()).map_err(|_| ValidatorError::InputTooLarge {
                 bytes: bytes.len() as u64,
                 limit: self.config.memory_limit,
             })?;
-            let ptr = alloc.call(&mut *store, len).map_err(|e| self.classify(e, store, &instance))?;
-            memory.write(&mut *store, ptr as usize, bytes).map_err(|e| ValidatorError::Abi(e.to_string()))?;
-            Ok((ptr, len))
-        };
-        let (sp, sl) = put(&mut store, schema)?;
-        let (op, ol) = put(&mut store, options)?;
-        let (bp, bl) = put(&mut store, batch)?;
-        let packed = run.call(&mut store, (sp, sl, op, ol, bp, bl)).map_err(|e| self.classify(e, &mut store, &instance))?;
+            let ptr = alloc.call(&mut store, len).map_err(|e| self.classify(e, &mut store, &instance))?;
+            memory.write(&mut store, ptr as usize, bytes).map_err(|e| ValidatorError::Abi(e.to_string()))?;
+            params.extend([Val::I32(ptr as i32), Val::I32(len as i32)]);
+        }
+        let mut results = [Val::I64(0)];
+        run.call(&mut store, &params, &mut results).map_err(|e| self.classify(e, &mut store, &instance))?;
+        let packed = results[0].i64().ok_or_else(|| ValidatorError::Abi(format!("{export} returned no i64")))? as u64;
         let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
         memory
             .data(&store)
@@ -435,6 +483,17 @@ fn prune_module_cache(dir: &Path, keep: &Path) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// A result buffer's status byte and body.
+fn split_status(out: &[u8]) -> Result<(Status, &[u8]), ValidatorError> {
+    let (&status, body) = out.split_first().ok_or_else(|| ValidatorError::Abi("empty result".into()))?;
+    let status = Status::from_byte(status).ok_or_else(|| ValidatorError::Abi(format!("unknown status byte {status}")))?;
+    Ok((status, body))
+}
+
+fn text(body: &[u8]) -> Result<String, ValidatorError> {
+    String::from_utf8(body.to_vec()).map_err(|_| ValidatorError::Abi("result is not UTF-8".into()))
 }
 
 fn setup_error(e: wasmtime::Error) -> ValidatorError {

@@ -141,6 +141,25 @@ pub fn target(name: &str, measured: f64, goal: f64) -> String {
     format!("target {name} {measured:.2} {goal} {verdict}")
 }
 
+/// The same for a target that is a floor: met when `measured >= goal`.
+pub fn target_at_least(name: &str, measured: f64, goal: f64) -> String {
+    let verdict = if measured >= goal { "met" } else { "not met" };
+    format!("target {name} {measured:.2} {goal} {verdict}")
+}
+
+/// The median time of `runs` calls of `f` (after one warm-up call).
+pub fn median_time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
+    std::hint::black_box(f());
+    let times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            std::hint::black_box(f());
+            start.elapsed()
+        })
+        .collect();
+    median(&times)
+}
+
 /// `8k`, `100k`, `1m`: a size as target names spell it.
 pub fn size_tag(rows: usize) -> String {
     match rows {
