@@ -37,6 +37,10 @@ pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 /// segments stay O(log table), rows are rewritten O(log table) times.
 pub const FOLD_TIER_RATIO: u64 = 2;
 
+/// Deletion vectors a merge reads and rewrites at once (one per fragment
+/// holding rows the batch replaces): I/O in flight, not CPU.
+pub const DELETION_WRITES_IN_FLIGHT: usize = 8;
+
 /// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
 pub const LOOKUP_CHUNK: usize = 4_096;
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use lance::datatypes::BlobHandling;
@@ -13,10 +13,8 @@ use lance::deps::datafusion::error::DataFusionError;
 use lance::deps::datafusion::physical_plan::SendableRecordBatchStream;
 use lance::deps::datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use lance::Dataset;
-use lance::dataset::transaction::Transaction;
-use lance::dataset::{
-    CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
-};
+use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
+use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
 use lance::deps::datafusion::prelude::{col, lit};
 use lance::deps::datafusion::scalar::ScalarValue;
 use lance::index::DatasetIndexExt;
@@ -27,7 +25,7 @@ use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, Type
 
 use crate::error::EngineError;
 use crate::limits::{
-    COMPACT_FRAGMENT_ROWS, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
+    COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
 };
 use crate::manifest::TablePin;
@@ -121,8 +119,8 @@ pub struct Staged {
 
 /// Stages a load's rows for one table. `merge` upserts whole rows by `_id`,
 /// `append` inserts and fails on an existing id (the stateful check has
-/// already reported every conflict; this is the fence against a racing
-/// writer), `overwrite` replaces the table's contents.
+/// already reported every conflict; this is the fence against a writer
+/// that bypassed the lease), `overwrite` replaces the table's contents.
 pub async fn stage(
     root: &GraphRoot,
     dataset: Arc<Dataset>,
@@ -139,19 +137,112 @@ pub async fn stage(
             let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
             Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
         }
-        Mode::Merge | Mode::Append => {
-            let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec![ID_COLUMN.to_owned()])?;
-            builder
-                .when_matched(if mode == Mode::Merge { WhenMatched::UpdateAll } else { WhenMatched::Fail })
-                .when_not_matched(WhenNotMatched::InsertAll);
-            let unc = builder.try_build()?.execute_uncommitted_batches(vec![batch]).await?;
-            let mut transaction = unc.transaction;
-            // The builder has no hook for properties that works in 14.0.2: set the field.
-            transaction.transaction_properties = properties;
-            let merged = Some((unc.stats.num_inserted_rows, unc.stats.num_updated_rows));
-            Ok(Staged { dataset, transaction, affected_rows: unc.affected_rows, merged })
+        Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties).await,
+    }
+}
+
+/// Stages a merge (whole rows replaced by `_id`) or an append as Lance's
+/// merge insert would commit it, one `Update`: the batch written as new
+/// fragments, and the stored rows it replaces deleted (their fragments'
+/// deletion vectors extended). Lance's `merge_insert` also reads every
+/// replaced row back and joins the batch with them, work whose result a
+/// whole-row replace throws away (docs/performance.md). The batch's ids are
+/// unique (the validator folds or refuses duplicates).
+async fn stage_upsert(
+    root: &GraphRoot,
+    dataset: Arc<Dataset>,
+    mode: omnigraph_validate_wasm::Mode,
+    batch: RecordBatch,
+    properties: Option<Arc<HashMap<String, String>>>,
+) -> Result<Staged, EngineError> {
+    let rows = batch.num_rows() as u64;
+    let ids: Vec<ScalarValue> = strings(batch.column_by_name(ID_COLUMN).expect("id column"))
+        .map(|id| ScalarValue::Utf8(Some(id.to_owned())))
+        .collect();
+    let replaced = stored_rows(&dataset, ids).await?;
+    if mode == omnigraph_validate_wasm::Mode::Append && !replaced.is_empty() {
+        // The checks found no stored id on this very version: only a writer
+        // that bypassed the lease can have added one.
+        return Err(EngineError::Storage(format!(
+            "append: {} ids exist at version {} although the checks found none",
+            replaced.len(),
+            dataset.version().version
+        )));
+    }
+    let mut params = root.write_params(WriteMode::Append);
+    params.transaction_properties = properties.clone();
+    let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
+    let merged = Some((rows - replaced.len(), replaced.len()));
+    if replaced.is_empty() {
+        return Ok(Staged { dataset, transaction: appended, affected_rows: None, merged });
+    }
+    let Operation::Append { fragments: new_fragments } = appended.operation else {
+        return Err(EngineError::Storage("an append staged something else".into()));
+    };
+    let per_fragment: Vec<(u32, roaring::RoaringBitmap)> = replaced.bitmaps().map(|(f, rows)| (f, rows.clone())).collect();
+    let changes: Vec<(u64, Option<lance::table::format::Fragment>)> = futures::stream::iter(per_fragment)
+        .map(|(fragment_id, offsets)| {
+            let fragment = dataset.get_fragment(fragment_id as usize);
+            async move {
+                let fragment = fragment
+                    .ok_or_else(|| EngineError::Corrupt(format!("row of fragment {fragment_id}, which the version lacks")))?;
+                // `None`: every row of the fragment is deleted now.
+                let kept = fragment.extend_deletions(offsets).await?;
+                Ok::<_, EngineError>((fragment_id as u64, kept.map(|f| f.metadata().clone())))
+            }
+        })
+        .buffer_unordered(DELETION_WRITES_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let (mut updated_fragments, mut removed_fragment_ids) = (Vec::new(), Vec::new());
+    for (id, kept) in changes {
+        match kept {
+            Some(fragment) => updated_fragments.push(fragment),
+            None => removed_fragment_ids.push(id),
         }
     }
+    let operation = Operation::Update {
+        removed_fragment_ids,
+        updated_fragments,
+        new_fragments,
+        // Rows are replaced whole: no column of a kept row changes.
+        fields_modified: vec![],
+        compacted_sstables: vec![],
+        // New rows keep no row ids of the rows they replace, so no index
+        // may count the new fragments as covered.
+        fields_for_preserving_frag_bitmap: vec![],
+        update_mode: Some(UpdateMode::RewriteRows),
+        inserted_rows_filter: None,
+        updated_fragment_offsets: None,
+    };
+    let mut transaction = Transaction::new(dataset.version().version, operation, None);
+    transaction.transaction_properties = properties;
+    Ok(Staged { dataset, transaction, affected_rows: Some(lance_select::RowAddrTreeMap::from(replaced)), merged })
+}
+
+/// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
+const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
+
+/// Addresses of the live rows of `ds` whose `_id` is one of `ids`, found
+/// with the `_id` index (and a scan of the fragments it does not cover yet).
+async fn stored_rows(ds: &Dataset, ids: Vec<ScalarValue>) -> Result<roaring::RoaringTreemap, EngineError> {
+    let mut addresses = roaring::RoaringTreemap::new();
+    if ids.is_empty() {
+        return Ok(addresses);
+    }
+    // One filter for the whole batch: the index answers an IN list page by
+    // page, so splitting it would read every page once per part.
+    let mut scan = ds.scan();
+    scan.with_row_address()
+        .project::<&str>(&[])?
+        .filter_expr(col(ID_COLUMN).in_list(ids.into_iter().map(lit).collect(), false));
+    let mut stream = scan.try_into_stream().await?;
+    while let Some(batch) = stream.try_next().await? {
+        let column = batch.column_by_name(ROW_ADDRESS_COLUMN).ok_or_else(|| EngineError::Storage("no row addresses".into()))?;
+        let column = column.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| EngineError::Storage("row addresses are not u64".into()))?;
+        addresses.extend(column.values().iter().copied());
+    }
+    Ok(addresses)
 }
 
 /// Stages the replacement of a table's contents by every row of `from` (the

@@ -48,6 +48,45 @@ async fn merge_inserts_then_replaces_whole_rows_with_counts() {
     assert_heads_published(&g).await;
 }
 
+/// Fragments of the graph's Person table at main's head: (physical rows,
+/// rows deleted).
+async fn person_fragments(g: &omnigraph_host::Graph) -> Vec<(usize, usize)> {
+    let head = g.branches().await.unwrap().into_iter().find(|b| b.branch == "main").unwrap();
+    let path = omnigraph_host::manifest::table_path(omnigraph_validate_wasm::TableKind::Node, "Person");
+    let ds = omnigraph_host::tables::open_pinned(g.root(), &path, &head.tables["Person"]).await.unwrap();
+    let mut out = Vec::new();
+    for f in ds.get_fragments() {
+        let deleted = f.get_deletion_vector().await.unwrap().map_or(0, |d| d.len());
+        out.push((f.metadata().physical_rows.unwrap(), deleted));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_merge_deletes_the_rows_it_replaces_and_drops_fragments_it_empties() {
+    let dir = place().await;
+    let g = init(&dir).await;
+    load(&g, "main", Mode::Merge, &format!("{}{}{}", person("Ada", 1), person("Bob", 2), person("Cy", 3))).await.unwrap();
+    assert_eq!(person_fragments(&g).await, [(3, 0)]);
+    // Two of the three replaced: their old rows are deleted in place.
+    let r = load(&g, "main", Mode::Merge, &format!("{}{}{}", person("Ada", 10), person("Bob", 20), person("Di", 4))).await.unwrap();
+    let person_counts = &r.commit.unwrap().counts["Person"];
+    assert_eq!((person_counts.inserted, person_counts.updated), (1, 2));
+    assert_eq!(person_fragments(&g).await, [(3, 2), (3, 0)]);
+    // The last live row of the first fragment replaced: the fragment goes.
+    load(&g, "main", Mode::Merge, &person("Cy", 30)).await.unwrap();
+    assert_eq!(person_fragments(&g).await, [(3, 0), (1, 0)]);
+    let state = export(&g, "main", None).await;
+    for (name, age) in [("Ada", 10), ("Bob", 20), ("Cy", 30), ("Di", 4)] {
+        assert!(state.contains(&format!("\"data\":{{\"name\":\"{name}\",\"age\":{age}}}")), "{name}: {state}");
+    }
+    assert_eq!(counts(&g, "main").await["Person"], 4);
+    // The first commit still reads as it was.
+    let first = export(&g, "main", Some(1)).await;
+    assert!(first.contains("\"name\":\"Cy\",\"age\":3}"), "{first}");
+    assert_heads_published(&g).await;
+}
+
 async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
     let c = counts(g, "main").await;
     ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()
