@@ -17,10 +17,12 @@ use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
 use lance::deps::datafusion::prelude::{col, lit};
 use lance::deps::datafusion::scalar::ScalarValue;
-use lance::index::DatasetIndexExt;
+use lance::index::{DatasetIndexExt, DatasetIndexInternalExt};
 use lance_index::IndexType;
 use lance_index::optimize::OptimizeOptions;
-use lance_index::scalar::ScalarIndexParams;
+use lance_index::metrics::NoOpMetricsCollector;
+use lance_index::scalar::expression::{ScalarIndexExpr, ScalarIndexSearch};
+use lance_index::scalar::{SargableQuery, ScalarIndexParams};
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
@@ -156,40 +158,36 @@ async fn stage_upsert(
     properties: Option<Arc<HashMap<String, String>>>,
 ) -> Result<Staged, EngineError> {
     let rows = batch.num_rows() as u64;
-    let ids: Vec<ScalarValue> = strings(batch.column_by_name(ID_COLUMN).expect("id column"))
-        .map(|id| ScalarValue::Utf8(Some(id.to_owned())))
-        .collect();
-    let replaced = stored_rows(&dataset, ids).await?;
-    if mode == omnigraph_validate_wasm::Mode::Append && !replaced.is_empty() {
+    let ids: Vec<&str> = strings(batch.column_by_name(ID_COLUMN).expect("id column")).collect();
+    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids).await?).await?;
+    let replaced_rows: u64 = replaced.iter().map(|(_, _, rows)| rows.len()).sum();
+    if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
         // The checks found no stored id on this very version: only a writer
         // that bypassed the lease can have added one.
         return Err(EngineError::Storage(format!(
-            "append: {} ids exist at version {} although the checks found none",
-            replaced.len(),
+            "append: {replaced_rows} ids exist at version {} although the checks found none",
             dataset.version().version
         )));
     }
     let mut params = root.write_params(WriteMode::Append);
     params.transaction_properties = properties.clone();
     let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
-    let merged = Some((rows - replaced.len(), replaced.len()));
+    let merged = Some((rows - replaced_rows, replaced_rows));
     if replaced.is_empty() {
         return Ok(Staged { dataset, transaction: appended, affected_rows: None, merged });
     }
     let Operation::Append { fragments: new_fragments } = appended.operation else {
         return Err(EngineError::Storage("an append staged something else".into()));
     };
-    let per_fragment: Vec<(u32, roaring::RoaringBitmap)> = replaced.bitmaps().map(|(f, rows)| (f, rows.clone())).collect();
-    let changes: Vec<(u64, Option<lance::table::format::Fragment>)> = futures::stream::iter(per_fragment)
-        .map(|(fragment_id, offsets)| {
-            let fragment = dataset.get_fragment(fragment_id as usize);
-            async move {
-                let fragment = fragment
-                    .ok_or_else(|| EngineError::Corrupt(format!("row of fragment {fragment_id}, which the version lacks")))?;
-                // `None`: every row of the fragment is deleted now.
-                let kept = fragment.extend_deletions(offsets).await?;
-                Ok::<_, EngineError>((fragment_id as u64, kept.map(|f| f.metadata().clone())))
-            }
+    let mut affected = roaring::RoaringTreemap::new();
+    for (id, _, rows) in &replaced {
+        affected.append(rows.iter().map(|offset| (*id as u64) << 32 | offset as u64)).expect("addresses ascend");
+    }
+    let changes: Vec<(u64, Option<lance::table::format::Fragment>)> = futures::stream::iter(replaced)
+        .map(|(fragment_id, fragment, rows)| async move {
+            // `None`: every row of the fragment is deleted now.
+            let kept = fragment.extend_deletions(rows).await?;
+            Ok::<_, EngineError>((fragment_id as u64, kept.map(|f| f.metadata().clone())))
         })
         .buffer_unordered(DELETION_WRITES_IN_FLIGHT)
         .try_collect()
@@ -217,33 +215,90 @@ async fn stage_upsert(
     };
     let mut transaction = Transaction::new(dataset.version().version, operation, None);
     transaction.transaction_properties = properties;
-    Ok(Staged { dataset, transaction, affected_rows: Some(lance_select::RowAddrTreeMap::from(replaced)), merged })
+    Ok(Staged { dataset, transaction, affected_rows: Some(lance_select::RowAddrTreeMap::from(affected)), merged })
+}
+
+/// Addresses of rows of `ds` that may hold one of `ids`: what the `_id`
+/// index answers for the fragments it covers (deleted rows included, and
+/// rows of fragments since removed), and the rows of the fragments it does
+/// not cover yet whose `_id` is one of them. Without a usable index (a
+/// young table maintenance has not indexed yet) every fragment is read.
+///
+/// The index is asked directly, as Lance's merge insert asks it, not through
+/// a scan whose planner would take the whole batch as an `IN` list.
+async fn candidate_rows(ds: &Dataset, ids: &[&str]) -> Result<roaring::RoaringTreemap, EngineError> {
+    let mut found = roaring::RoaringTreemap::new();
+    if ids.is_empty() {
+        return Ok(found);
+    }
+    let index = index_name(ID_COLUMN);
+    // Lance answers from the segments that cover a fragment of this version
+    // (an index made on an empty table covers none yet).
+    let fragments: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
+    let usable = ds.load_indices().await?.iter().any(|i| {
+        i.name == index && i.fragment_bitmap.as_ref().is_none_or(|covered| covered.intersection_len(&fragments) > 0)
+    });
+    let unindexed = if usable {
+        let values = ids.iter().map(|id| ScalarValue::Utf8(Some((*id).to_owned()))).collect();
+        let search = ScalarIndexExpr::Query(ScalarIndexSearch {
+            column: ID_COLUMN.to_owned(),
+            index_name: index.clone(),
+            index_type: String::new(),
+            query: Arc::new(SargableQuery::IsIn(values)),
+            needs_recheck: false,
+            fragment_bitmap: None,
+        });
+        let result = search.evaluate(ds, &NoOpMetricsCollector).await?;
+        let addresses = result.upper.iter_addrs().filter(|_| result.is_exact());
+        let addresses = addresses.ok_or_else(|| EngineError::Storage(format!("{index} gave no exact row addresses")))?;
+        found.extend(addresses.map(u64::from));
+        ds.unindexed_fragments(&index).await?
+    } else {
+        ds.get_fragments().iter().map(|f| f.metadata().clone()).collect()
+    };
+    if unindexed.is_empty() {
+        return Ok(found);
+    }
+    let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    let mut scan = ds.scan();
+    scan.with_fragments(unindexed).project(&[ID_COLUMN])?.with_row_address();
+    let mut stream = scan.try_into_stream().await?;
+    while let Some(batch) = stream.try_next().await? {
+        let column = batch.column_by_name(ROW_ADDRESS_COLUMN).ok_or_else(|| EngineError::Storage("no row addresses".into()))?;
+        let addresses = column.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| EngineError::Storage("row addresses are not u64".into()))?;
+        let stored = batch.column_by_name(ID_COLUMN).expect("projected");
+        for (row, id) in stored.as_any().downcast_ref::<StringArray>().expect("string ids").iter().enumerate() {
+            if id.is_some_and(|id| wanted.contains(id)) {
+                found.insert(addresses.value(row));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The candidates that are live rows of `ds`, per fragment (in fragment id
+/// order): rows already deleted, and fragments the version no longer has,
+/// are dropped.
+async fn live_rows(
+    ds: &Dataset,
+    candidates: roaring::RoaringTreemap,
+) -> Result<Vec<(u32, lance::dataset::fragment::FileFragment, roaring::RoaringBitmap)>, EngineError> {
+    let mut live = Vec::new();
+    for (fragment_id, rows) in candidates.bitmaps() {
+        let Some(fragment) = ds.get_fragment(fragment_id as usize) else { continue };
+        let rows: roaring::RoaringBitmap = match fragment.get_deletion_vector().await? {
+            Some(deleted) => rows.iter().filter(|offset| !deleted.contains(*offset)).collect(),
+            None => rows.clone(),
+        };
+        if !rows.is_empty() {
+            live.push((fragment_id, fragment, rows));
+        }
+    }
+    Ok(live)
 }
 
 /// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
 const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
-
-/// Addresses of the live rows of `ds` whose `_id` is one of `ids`, found
-/// with the `_id` index (and a scan of the fragments it does not cover yet).
-async fn stored_rows(ds: &Dataset, ids: Vec<ScalarValue>) -> Result<roaring::RoaringTreemap, EngineError> {
-    let mut addresses = roaring::RoaringTreemap::new();
-    if ids.is_empty() {
-        return Ok(addresses);
-    }
-    // One filter for the whole batch: the index answers an IN list page by
-    // page, so splitting it would read every page once per part.
-    let mut scan = ds.scan();
-    scan.with_row_address()
-        .project::<&str>(&[])?
-        .filter_expr(col(ID_COLUMN).in_list(ids.into_iter().map(lit).collect(), false));
-    let mut stream = scan.try_into_stream().await?;
-    while let Some(batch) = stream.try_next().await? {
-        let column = batch.column_by_name(ROW_ADDRESS_COLUMN).ok_or_else(|| EngineError::Storage("no row addresses".into()))?;
-        let column = column.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| EngineError::Storage("row addresses are not u64".into()))?;
-        addresses.extend(column.values().iter().copied());
-    }
-    Ok(addresses)
-}
 
 /// Stages the replacement of a table's contents by every row of `from` (the
 /// same type at another commit), streamed: memory stays bounded whatever the

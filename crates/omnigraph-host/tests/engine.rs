@@ -87,6 +87,24 @@ async fn a_merge_deletes_the_rows_it_replaces_and_drops_fragments_it_empties() {
     assert_heads_published(&g).await;
 }
 
+#[tokio::test]
+async fn a_merge_finds_its_rows_when_the_index_covers_no_fragment_yet() {
+    let dir = place().await;
+    let g = init(&dir).await;
+    // Maintenance indexes the empty tables: those indexes cover no fragment.
+    g.optimize(usize::MAX).await.unwrap();
+    load(&g, "main", Mode::Merge, &person("Ada", 1)).await.unwrap();
+    let r = load(&g, "main", Mode::Merge, &person("Ada", 2)).await.unwrap();
+    assert_eq!(r.commit.unwrap().counts["Person"].updated, 1);
+    assert_eq!(counts(&g, "main").await["Person"], 1);
+    // Once the index covers the first load's fragment, it finds Ada there.
+    g.optimize(usize::MAX).await.unwrap();
+    let r = load(&g, "main", Mode::Merge, &person("Ada", 3)).await.unwrap();
+    assert_eq!(r.commit.unwrap().counts["Person"].updated, 1);
+    assert_eq!(counts(&g, "main").await["Person"], 1);
+    assert!(export(&g, "main", None).await.contains("\"age\":3"));
+}
+
 async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
     let c = counts(g, "main").await;
     ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()
