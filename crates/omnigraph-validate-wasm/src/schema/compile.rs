@@ -211,19 +211,10 @@ fn resolve_decl<'d>(cx: &mut Ctx, d: &'d Decl) -> Resolved<'d> {
 
 fn resolve_type(cx: &mut Ctx, t: &TypeExpr) -> Option<ValueType> {
     match t {
-        TypeExpr::Named(name, span) => Some(match name.as_str() {
-            "String" => ValueType::String,
-            "Bool" => ValueType::Bool,
-            "I32" => ValueType::I32,
-            "I64" => ValueType::I64,
-            "U32" => ValueType::U32,
-            "U64" => ValueType::U64,
-            "F32" => ValueType::F32,
-            "F64" => ValueType::F64,
-            "Date" => ValueType::Date,
-            "DateTime" => ValueType::DateTime,
-            "Blob" => ValueType::Blob,
-            other => {
+        TypeExpr::Named(name, span) => Some(match ValueType::named(name) {
+            Some(ty) => ty,
+            None => {
+                let other = name.as_str();
                 const KNOWN: [&str; 14] = [
                     "String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime", "Blob", "Vector", "enum", "[T]",
                 ];

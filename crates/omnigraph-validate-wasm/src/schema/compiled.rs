@@ -278,28 +278,16 @@ fn range_bound(ty: &ValueType, text: &str) -> Option<Bound> {
 
 /// The inverse of [`ValueType::canonical`].
 fn value_type(text: &str) -> Option<ValueType> {
-    Some(match text {
-        "String" => ValueType::String,
-        "Bool" => ValueType::Bool,
-        "I32" => ValueType::I32,
-        "I64" => ValueType::I64,
-        "U32" => ValueType::U32,
-        "U64" => ValueType::U64,
-        "F32" => ValueType::F32,
-        "F64" => ValueType::F64,
-        "Date" => ValueType::Date,
-        "DateTime" => ValueType::DateTime,
-        "Blob" => ValueType::Blob,
-        _ => {
-            if let Some(n) = text.strip_prefix("Vector(").and_then(|t| t.strip_suffix(')')) {
-                ValueType::Vector(n.parse().ok()?)
-            } else if let Some(values) = text.strip_prefix("enum(").and_then(|t| t.strip_suffix(')')) {
-                ValueType::Enum(values.split(", ").map(str::to_owned).collect())
-            } else {
-                let item = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'))?;
-                ValueType::List(Box::new(value_type(item)?))
-            }
-        }
+    if let Some(scalar) = ValueType::named(text) {
+        return Some(scalar);
+    }
+    Some(if let Some(n) = text.strip_prefix("Vector(").and_then(|t| t.strip_suffix(')')) {
+        ValueType::Vector(n.parse().ok()?)
+    } else if let Some(values) = text.strip_prefix("enum(").and_then(|t| t.strip_suffix(')')) {
+        ValueType::Enum(values.split(", ").map(str::to_owned).collect())
+    } else {
+        let item = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'))?;
+        ValueType::List(Box::new(value_type(item)?))
     })
 }
 

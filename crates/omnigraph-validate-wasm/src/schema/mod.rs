@@ -109,6 +109,25 @@ pub enum ValueType {
 }
 
 impl ValueType {
+    /// The scalar type a name spells (`String`, `I32`, …): how `.pg` source
+    /// and the catalog both write it.
+    pub(crate) fn named(name: &str) -> Option<ValueType> {
+        Some(match name {
+            "String" => ValueType::String,
+            "Bool" => ValueType::Bool,
+            "I32" => ValueType::I32,
+            "I64" => ValueType::I64,
+            "U32" => ValueType::U32,
+            "U64" => ValueType::U64,
+            "F32" => ValueType::F32,
+            "F64" => ValueType::F64,
+            "Date" => ValueType::Date,
+            "DateTime" => ValueType::DateTime,
+            "Blob" => ValueType::Blob,
+            _ => return None,
+        })
+    }
+
     /// The canonical spelling used in the catalog and in messages.
     pub fn canonical(&self) -> String {
         match self {
