@@ -384,3 +384,33 @@ async fn every_value_type_exports_and_reloads_unchanged() {
     load(&again, "main", Mode::Merge, &format!("{exported}\n")).await.unwrap();
     assert_eq!(export(&again, "main", None).await, exported);
 }
+
+#[tokio::test]
+async fn an_append_staged_over_a_stored_id_is_refused_not_stored_twice() {
+    use std::sync::Arc;
+    use arrow_array::{ArrayRef, RecordBatch, StringArray, new_null_array};
+    let dir = place().await;
+    let g = init(&dir).await;
+    load(&g, "main", Mode::Merge, &person("Ada", 1)).await.unwrap();
+    // A writer that bypassed the lease and the checks: it stages an append of
+    // a stored id on the published version itself.
+    let head = g.branches().await.unwrap().into_iter().find(|b| b.branch == "main").unwrap();
+    let def = g.schema().types.iter().find(|t| t.name == "Person").unwrap();
+    let path = omnigraph_host::manifest::table_path(def.kind, &def.name);
+    let schema = omnigraph_host::tables::stored_schema(def);
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "_id" | "name" => Arc::new(StringArray::from(vec!["Ada"])) as ArrayRef,
+            _ => new_null_array(f.data_type(), 1),
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema, columns).unwrap();
+    let open = || omnigraph_host::tables::open_pinned(g.root(), &path, &head.tables["Person"]);
+    let refused = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Append, batch.clone(), Default::default()).await;
+    assert!(matches!(&refused, Err(EngineError::Storage(m)) if m.contains("append: 1 ids exist")), "{:?}", refused.err());
+    // The same rows as a merge replace the stored one.
+    let merged = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Merge, batch, Default::default()).await.unwrap();
+    assert_eq!(merged.merged, Some((0, 1)));
+}
