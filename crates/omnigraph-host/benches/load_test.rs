@@ -215,7 +215,7 @@ fn main() {
     running.store(false, Ordering::Relaxed);
     sampler.join().unwrap();
     let (_, hwm_kb) = memory_kb(pid).unwrap();
-    drop(host);
+    host.stop();
 
     // The graph holds exactly the acknowledged rows: names are unique per
     // batch, so a lost, duplicated or partly applied batch changes a count.

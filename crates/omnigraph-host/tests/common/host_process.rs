@@ -26,6 +26,22 @@ impl HostProcess {
         std::thread::spawn(move || lines.for_each(drop));
         HostProcess { child, url }
     }
+
+    /// Sends `signal` to the host.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, signal) }, 0);
+    }
+
+    /// Stops the host as an operator would (SIGTERM): the loads and the
+    /// maintenance step in flight finish, and it must exit cleanly. A
+    /// SIGKILL instead can land in a maintenance step's table commits and
+    /// leave a recovery record behind, which is a crash, not a stop.
+    pub fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the host exited with {status} on SIGTERM");
+    }
 }
 
 impl Drop for HostProcess {
