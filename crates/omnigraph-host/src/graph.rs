@@ -213,6 +213,9 @@ pub struct Graph {
     /// Set by every published load: maintenance may have work (the server's
     /// background task looks only at graphs with it set).
     maintenance_due: AtomicBool,
+    /// The `_id` lookups merges use instead of Lance's index (src/keys.rs),
+    /// built by maintenance.
+    key_runs: crate::keys::KeyRuns,
 }
 
 
@@ -344,6 +347,7 @@ impl Graph {
             heads: std::sync::Mutex::new(HashMap::new()),
             record_written: AtomicBool::new(false),
             maintenance_due: AtomicBool::new(true),
+            key_runs: Default::default(),
         }
     }
 

@@ -10,6 +10,7 @@ pub mod error;
 mod export;
 pub mod graph;
 pub mod http;
+pub mod keys;
 mod lease;
 pub mod limits;
 pub mod manifest;

@@ -32,6 +32,11 @@ pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
 /// stay proportional to the batch.
 pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
+/// Rows the key runs of one process hold in all (src/keys.rs), about
+/// 16 bytes plus the id's length each: 8M rows of 16-byte ids are ~256 MiB.
+/// A segment whose run would not fit is looked up through Lance's index.
+pub const MAX_KEY_RUN_ROWS: u64 = 8 * 1024 * 1024;
+
 /// An index fold merges the new rows with the newest segments while each
 /// is at most this many times the rows gathered so far (size-tiered):
 /// segments stay O(log table), rows are rewritten O(log table) times.

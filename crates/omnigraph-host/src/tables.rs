@@ -17,7 +17,7 @@ use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode};
 use lance::deps::datafusion::prelude::{col, lit};
 use lance::deps::datafusion::scalar::ScalarValue;
-use lance::index::{DatasetIndexExt, DatasetIndexInternalExt};
+use lance::index::DatasetIndexExt;
 use lance_index::IndexType;
 use lance_index::optimize::OptimizeOptions;
 use lance_index::metrics::NoOpMetricsCollector;
@@ -26,6 +26,7 @@ use lance_index::scalar::{SargableQuery, ScalarIndexParams};
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
+use crate::keys::{KeyRun, KeyRuns, ROW_ADDRESS_COLUMN};
 use crate::limits::{
     COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
@@ -129,6 +130,7 @@ pub async fn stage(
     mode: omnigraph_validate_wasm::Mode,
     batch: RecordBatch,
     properties: HashMap<String, String>,
+    key_runs: &KeyRuns,
 ) -> Result<Staged, EngineError> {
     use omnigraph_validate_wasm::Mode;
     let properties = Some(Arc::new(properties));
@@ -139,7 +141,7 @@ pub async fn stage(
             let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
             Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
         }
-        Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties).await,
+        Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties, key_runs).await,
     }
 }
 
@@ -156,10 +158,11 @@ async fn stage_upsert(
     mode: omnigraph_validate_wasm::Mode,
     batch: RecordBatch,
     properties: Option<Arc<HashMap<String, String>>>,
+    key_runs: &KeyRuns,
 ) -> Result<Staged, EngineError> {
     let rows = batch.num_rows() as u64;
     let ids: Vec<&str> = strings(batch.column_by_name(ID_COLUMN).expect("id column")).collect();
-    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids).await?).await?;
+    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, key_runs).await?).await?;
     let replaced_rows: u64 = replaced.iter().map(|(_, _, rows)| rows.len()).sum();
     if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
         // The checks found no stored id on this very version: only a writer
@@ -224,9 +227,11 @@ async fn stage_upsert(
 /// not cover yet whose `_id` is one of them. Without a usable index (a
 /// young table maintenance has not indexed yet) every fragment is read.
 ///
-/// The index is asked directly, as Lance's merge insert asks it, not through
-/// a scan whose planner would take the whole batch as an `IN` list.
-async fn candidate_rows(ds: &Dataset, ids: &[&str]) -> Result<roaring::RoaringTreemap, EngineError> {
+/// The index is answered by its segments' key runs where this process has
+/// them all (src/keys.rs), else asked directly, as Lance's merge insert
+/// asks it, not through a scan whose planner would take the whole batch as
+/// an `IN` list.
+async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
     let mut found = roaring::RoaringTreemap::new();
     if ids.is_empty() {
         return Ok(found);
@@ -234,11 +239,20 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str]) -> Result<roaring::RoaringTr
     let index = index_name(ID_COLUMN);
     // Lance answers from the segments that cover a fragment of this version
     // (an index made on an empty table covers none yet).
-    let fragments: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
-    let usable = ds.load_indices().await?.iter().any(|i| {
-        i.name == index && i.fragment_bitmap.as_ref().is_none_or(|covered| covered.intersection_len(&fragments) > 0)
-    });
-    let unindexed = if usable {
+    let indices = ds.load_indices().await?;
+    let segments = live_id_segments(ds, &indices);
+    let answered = if segments.is_empty() {
+        roaring::RoaringBitmap::new()
+    } else if let Some(runs) = key_runs.of(&segments) {
+        let mut sorted: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
+        sorted.sort_unstable();
+        let mut answered = roaring::RoaringBitmap::new();
+        for run in runs {
+            run.find_sorted(&sorted, &mut found);
+            answered |= run.fragments();
+        }
+        answered
+    } else {
         let values = ids.iter().map(|id| ScalarValue::Utf8(Some((*id).to_owned()))).collect();
         let search = ScalarIndexExpr::Query(ScalarIndexSearch {
             column: ID_COLUMN.to_owned(),
@@ -252,16 +266,16 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str]) -> Result<roaring::RoaringTr
         let addresses = result.upper.iter_addrs().filter(|_| result.is_exact());
         let addresses = addresses.ok_or_else(|| EngineError::Storage(format!("{index} gave no exact row addresses")))?;
         found.extend(addresses.map(u64::from));
-        ds.unindexed_fragments(&index).await?
-    } else {
-        ds.get_fragments().iter().map(|f| f.metadata().clone()).collect()
+        covered_fragments(segments)
     };
-    if unindexed.is_empty() {
+    let unanswered: Vec<_> =
+        ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
+    if unanswered.is_empty() {
         return Ok(found);
     }
     let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
     let mut scan = ds.scan();
-    scan.with_fragments(unindexed).project(&[ID_COLUMN])?.with_row_address();
+    scan.with_fragments(unanswered).project(&[ID_COLUMN])?.with_row_address();
     let mut stream = scan.try_into_stream().await?;
     while let Some(batch) = stream.try_next().await? {
         let column = batch.column_by_name(ROW_ADDRESS_COLUMN).ok_or_else(|| EngineError::Storage("no row addresses".into()))?;
@@ -276,6 +290,34 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str]) -> Result<roaring::RoaringTr
     Ok(found)
 }
 
+/// The segments of the `_id` index that cover a fragment of `ds`'s version:
+/// the ones Lance answers from (an index made on an empty table covers
+/// none yet).
+fn live_id_segments<'a>(ds: &Dataset, indices: &'a [IndexMetadata]) -> Vec<&'a IndexMetadata> {
+    let index = index_name(ID_COLUMN);
+    let fragments: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
+    indices
+        .iter()
+        .filter(|i| i.name == index && i.fragment_bitmap.as_ref().is_none_or(|covered| covered.intersection_len(&fragments) > 0))
+        .collect()
+}
+
+/// [`live_id_segments`] of `ds`, owned.
+pub async fn id_segments(ds: &Dataset) -> Result<Vec<IndexMetadata>, EngineError> {
+    Ok(live_id_segments(ds, &ds.load_indices().await?).into_iter().cloned().collect())
+}
+
+/// Builds and keeps the key run of `segment`, a segment of the `_id` index
+/// of `ds` (or of a fold built on it), if it fits; whether it did.
+pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyRuns) -> Result<bool, EngineError> {
+    let covered = segment.fragment_bitmap.clone().unwrap_or_default();
+    let rows: u64 = ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(fragment_rows).sum();
+    if !key_runs.room_for(rows) {
+        return Ok(false);
+    }
+    Ok(key_runs.insert(segment, KeyRun::build(ds, ID_COLUMN, &covered).await?))
+}
+
 /// The candidates that are live rows of `ds`, per fragment (in fragment id
 /// order): rows already deleted, and fragments the version no longer has,
 /// are dropped.
@@ -283,22 +325,24 @@ async fn live_rows(
     ds: &Dataset,
     candidates: roaring::RoaringTreemap,
 ) -> Result<Vec<(u32, lance::dataset::fragment::FileFragment, roaring::RoaringBitmap)>, EngineError> {
-    let mut live = Vec::new();
-    for (fragment_id, rows) in candidates.bitmaps() {
-        let Some(fragment) = ds.get_fragment(fragment_id as usize) else { continue };
-        let rows: roaring::RoaringBitmap = match fragment.get_deletion_vector().await? {
-            Some(deleted) => rows.iter().filter(|offset| !deleted.contains(*offset)).collect(),
-            None => rows.clone(),
-        };
-        if !rows.is_empty() {
-            live.push((fragment_id, fragment, rows));
-        }
-    }
-    Ok(live)
+    let fragments: Vec<_> = candidates
+        .bitmaps()
+        .filter_map(|(fragment_id, rows)| Some((fragment_id, ds.get_fragment(fragment_id as usize)?, rows.clone())))
+        .collect();
+    // Deletion vectors are read concurrently, like they are written.
+    futures::stream::iter(fragments)
+        .map(|(fragment_id, fragment, rows)| async move {
+            let rows: roaring::RoaringBitmap = match fragment.get_deletion_vector().await? {
+                Some(deleted) => rows.iter().filter(|offset| !deleted.contains(*offset)).collect(),
+                None => rows,
+            };
+            Ok::<_, EngineError>((fragment_id, fragment, rows))
+        })
+        .buffered(DELETION_WRITES_IN_FLIGHT)
+        .try_filter(|(_, _, rows)| std::future::ready(!rows.is_empty()))
+        .try_collect()
+        .await
 }
-
-/// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
-const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
 
 /// Stages the replacement of a table's contents by every row of `from` (the
 /// same type at another commit), streamed: memory stays bounded whatever the
@@ -509,6 +553,21 @@ pub async fn prepare_fold(ds: &Dataset, name: &str) -> Result<PreparedFold, Engi
     })
 }
 
+impl PreparedFold {
+    /// Builds, from the snapshot the fold was built on, the key runs of the
+    /// segments it adds to the `_id` index, so merges use them as soon as
+    /// the fold is published.
+    pub async fn warm_key_runs(&self, ds: &Dataset, key_runs: &KeyRuns) -> Result<(), EngineError> {
+        if self.name != index_name(ID_COLUMN) {
+            return Ok(());
+        }
+        for result in &self.segments {
+            keep_key_run(ds, &result.segment, key_runs).await?;
+        }
+        Ok(())
+    }
+}
+
 /// Commits a prepared fold on top of `ds` (the table's current version):
 /// Lance checks it against every version since the snapshot it was built
 /// on (loads' appends and updates leave it valid) and lands it as one
@@ -585,6 +644,56 @@ pub fn string_at(array: &ArrayRef, row: usize) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three fragments of ten ids each (`a0`…`c9`) under one `_id` index
+    /// segment: version 1 before the deletions, version 2 after deleting all
+    /// of fragment `b` (the fragment is removed) and the row `a1`.
+    async fn table_with_deletions(dir: &std::path::Path) -> (Dataset, Dataset) {
+        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
+        let ids: Vec<String> = ["a", "b", "c"].iter().flat_map(|p| (0..10).map(move |i| format!("{p}{i}"))).collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
+        let params = lance::dataset::WriteParams { max_rows_per_file: 10, ..Default::default() };
+        let reader = arrow_array::RecordBatchIterator::new([Ok(batch)], schema);
+        let uri = dir.to_str().unwrap();
+        let mut ds = Dataset::write(reader, uri, Some(params)).await.unwrap();
+        assert_eq!(ds.get_fragments().len(), 3);
+        let name = index_name(ID_COLUMN);
+        ds.create_index(&[ID_COLUMN], IndexType::BTree, Some(name), &ScalarIndexParams::default(), true).await.unwrap();
+        let before = ds.clone();
+        ds.delete("_id LIKE 'b%' OR _id = 'a1'").await.unwrap();
+        assert_eq!(ds.get_fragments().len(), 2);
+        (before, ds)
+    }
+
+    /// Key runs answer a merge's lookup exactly as Lance's index does, on
+    /// the version they were built on and on an older one (a restore) that
+    /// lists the same segment: deleted rows are found (the caller drops
+    /// them), and a fragment the run never read is scanned.
+    #[tokio::test]
+    async fn key_runs_answer_as_the_index_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let (before, after) = table_with_deletions(dir.path()).await;
+        let runs = KeyRuns::default();
+        let segments = id_segments(&after).await.unwrap();
+        assert_eq!(segments.len(), 1);
+        assert!(keep_key_run(&after, &segments[0], &runs).await.unwrap());
+        assert_eq!(runs.rows(), 20, "fragments a and c, the deleted a1 included");
+        let wanted = ["a1", "a2", "b3", "c5", "c5", "zz"];
+        // Per version: the candidates in its fragments (the index also
+        // names rows of fragments since removed), and how many are live.
+        async fn answer(ds: &Dataset, ids: &[&str], runs: &KeyRuns) -> (roaring::RoaringTreemap, u64) {
+            let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
+            let found = candidate_rows(ds, ids, runs).await.unwrap();
+            let kept = found.iter().filter(|a| present.contains((a >> 32) as u32)).collect();
+            let live = live_rows(ds, found).await.unwrap().iter().map(|(_, _, rows)| rows.len()).sum();
+            (kept, live)
+        }
+        for (ds, candidates, live) in [(&after, 3, 2), (&before, 4, 4)] {
+            let by_index = answer(ds, &wanted, &KeyRuns::default()).await;
+            assert_eq!((by_index.0.len(), by_index.1), (candidates, live), "version {}", ds.version().version);
+            assert_eq!(answer(ds, &wanted, &runs).await, by_index, "version {}", ds.version().version);
+        }
+    }
 
     #[test]
     fn folds_merge_size_tiered() {

@@ -105,6 +105,28 @@ async fn a_merge_finds_its_rows_when_the_index_covers_no_fragment_yet() {
     assert!(export(&g, "main", None).await.contains("\"age\":3"));
 }
 
+/// A merge whose rows are found by key runs (src/keys.rs) replaces each
+/// stored row once: in the fragment a run answers for, and in one no run
+/// covers yet (scanned).
+#[tokio::test]
+async fn merges_answered_by_key_runs_replace_each_stored_row_once() {
+    let dir = place().await;
+    let g = init(&dir).await;
+    load(&g, "main", Mode::Merge, &format!("{}{}", person("Ada", 1), person("Bob", 2))).await.unwrap();
+    g.optimize(usize::MAX).await.unwrap();
+    g.warm_key_runs().await.unwrap();
+    assert_eq!(g.key_run_rows(), 2, "the indexed fragment's run");
+    for age in [10, 11] {
+        let r = load(&g, "main", Mode::Merge, &format!("{}{}", person("Ada", age), person(&format!("New{age}"), 1))).await.unwrap();
+        let person_counts = &r.commit.unwrap().counts["Person"];
+        assert_eq!((person_counts.inserted, person_counts.updated), (1, 1), "age {age}");
+    }
+    assert_eq!(counts(&g, "main").await["Person"], 4);
+    let state = export(&g, "main", None).await;
+    assert!(state.contains("\"name\":\"Ada\",\"age\":11}"), "{state}");
+    assert_heads_published(&g).await;
+}
+
 async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
     let c = counts(g, "main").await;
     ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()
@@ -408,9 +430,9 @@ async fn an_append_staged_over_a_stored_id_is_refused_not_stored_twice() {
         .collect();
     let batch = RecordBatch::try_new(schema, columns).unwrap();
     let open = || omnigraph_host::tables::open_pinned(g.root(), &path, &head.tables["Person"]);
-    let refused = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Append, batch.clone(), Default::default()).await;
+    let refused = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Append, batch.clone(), Default::default(), &Default::default()).await;
     assert!(matches!(&refused, Err(EngineError::Storage(m)) if m.contains("append: 1 ids exist")), "{:?}", refused.err());
     // The same rows as a merge replace the stored one.
-    let merged = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Merge, batch, Default::default()).await.unwrap();
+    let merged = omnigraph_host::tables::stage(g.root(), Arc::new(open().await.unwrap()), Mode::Merge, batch, Default::default(), &Default::default()).await.unwrap();
     assert_eq!(merged.merged, Some((0, 1)));
 }

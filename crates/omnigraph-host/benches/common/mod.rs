@@ -89,10 +89,13 @@ pub async fn built_graph(dir: &Path, validator: Arc<Validator>, rows: usize) -> 
     graph
 }
 
-/// Opens the graph at `dir` again with `durable` on or off.
+/// Opens the graph at `dir` again with `durable` on or off, with the key
+/// runs `serve`'s maintenance would have built before loads arrive.
 pub async fn reopen(dir: &Path, validator: Arc<Validator>, durable: bool) -> Graph {
     let root = GraphRoot::new(dir.to_str().unwrap(), Default::default()).unwrap();
-    Graph::open(root, validator, config(durable)).await.unwrap()
+    let graph = Graph::open(root, validator, config(durable)).await.unwrap();
+    graph.warm_key_runs().await.unwrap();
+    graph
 }
 
 /// `cp -a from to`: a byte-identical copy of a graph or table.

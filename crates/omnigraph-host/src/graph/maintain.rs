@@ -107,6 +107,7 @@ impl Graph {
                     tables::next_job(&ds, def, &self.declared_indexes(def)).await?
                 {
                     let fold = tables::prepare_fold(&ds, &name).await?;
+                    fold.warm_key_runs(&ds, &self.key_runs).await?;
                     return Ok(Some(PendingFold { branch: head.branch.clone(), table: t, fold }));
                 }
             }
@@ -183,7 +184,8 @@ impl Graph {
 
     /// A background round (the server's, every MAINTENANCE_INTERVAL): if a
     /// load was published since the last round, maintenance steps until
-    /// none is needed, each published one passed to `on_step`. Returns
+    /// none is needed, each published one passed to `on_step`, then the
+    /// key runs merges lack, one per step. Returns
     /// between steps once `stop` says so; a stop or an error (another
     /// host's lease, say) leaves the work owed to the next round.
     pub async fn maintain_if_due(&self, stop: impl Fn() -> bool, mut on_step: impl FnMut(&Commit)) -> Result<(), EngineError> {
@@ -195,15 +197,62 @@ impl Graph {
                 self.maintenance_due.store(true, Ordering::Release);
                 return Ok(());
             }
-            match self.maintain_step().await {
-                Ok(Some(commit)) => on_step(&commit),
-                Ok(None) => return Ok(()),
+            let progressed = match self.maintain_step().await {
+                Ok(Some(commit)) => {
+                    on_step(&commit);
+                    Ok(true)
+                }
+                // Nothing durable left to do: the key runs come last.
+                Ok(None) => self.warm_key_run().await,
+                Err(e) => Err(e),
+            };
+            match progressed {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
                 Err(e) => {
                     self.maintenance_due.store(true, Ordering::Release);
                     return Err(e);
                 }
             }
         }
+    }
+
+    /// Builds one missing key run (src/keys.rs) of any branch's tables, and
+    /// drops the runs no head lists any more; whether it built one. Not a
+    /// graph commit: runs are this process's memory, not the graph's state.
+    async fn warm_key_run(&self) -> Result<bool, EngineError> {
+        let mut listed = Vec::new();
+        let mut built = false;
+        for head in self.branches().await? {
+            for def in &self.schema.types {
+                let pin = &head.tables[&def.name];
+                if pin.lance_branch != head.lance_branch {
+                    continue;
+                }
+                let ds = tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;
+                let segments = tables::id_segments(&ds).await?;
+                for segment in &segments {
+                    if !built && !self.key_runs.has(segment) {
+                        built = tables::keep_key_run(&ds, segment, &self.key_runs).await?;
+                    }
+                }
+                listed.extend(segments);
+            }
+        }
+        self.key_runs.retain(&listed);
+        Ok(built)
+    }
+
+    /// Builds every missing key run, as the server's maintenance does in
+    /// the background (a benchmark's graph, opened fresh, starts with none).
+    pub async fn warm_key_runs(&self) -> Result<(), EngineError> {
+        while self.warm_key_run().await? {}
+        Ok(())
+    }
+
+    /// How many rows this process's key runs hold.
+    pub fn key_run_rows(&self) -> usize {
+        self.key_runs.rows()
     }
 
     /// The columns a type's `@index` declarations name (their first member;
