@@ -34,8 +34,9 @@ use crate::limits::{
 use crate::manifest::TablePin;
 use lance::table::format::IndexMetadata;
 use crate::storage::GraphRoot;
-use lance::dataset::index::DatasetIndexRemapperOptions;
-use lance::dataset::optimize::{CompactionOptions, commit_compaction, plan_compaction};
+use lance::dataset::fragment::FileFragment;
+use lance::dataset::optimize::{CompactionOptions, RewriteResult, plan_compaction};
+use lance::dataset::transaction::RewriteGroup;
 use lance::index::optimize::{IndexSegmentResult, commit_optimize_indices, plan_optimize_indices};
 
 /// Field metadata that makes Lance treat `_id` as the table's key: two
@@ -583,32 +584,108 @@ pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<Dataset,
     Ok(ds)
 }
 
-/// Runs one job: exactly one more Lance version (a compaction: a fragment
-/// reservation and the rewrite), with new indexes warmed before it is
-/// published. `None`: nothing to do under the lock after all: a fold is
-/// built off it ([`prepare_fold`], then [`commit_fold`] under it), and
-/// Lance's compaction planner may find no run of fragments to merge.
+/// Runs a job that is done under the lock: an index creation (bounded by
+/// what loads added to a young table), warmed before it is published.
+/// `None` for the jobs built off the lock and only committed under it.
 pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, EngineError> {
     match job {
         Job::CreateIndex { column, name } => {
             ds.create_index(&[column.as_str()], IndexType::BTree, Some(name.clone()), &ScalarIndexParams::default(), true).await?;
             ds.prewarm_index(name).await?;
         }
-        Job::FoldIndex(_) => return Ok(None),
-        Job::Compact => {
-            let options = compaction_options(&ds.load_indices().await?);
-            let plan = plan_compaction(&ds, &options).await?;
-            let mut rewritten = Vec::new();
-            for task in plan.compaction_tasks().take(MAX_COMPACTION_TASKS_PER_STEP) {
-                rewritten.push(task.execute(&ds).await?);
-            }
-            if rewritten.is_empty() {
-                return Ok(None);
-            }
-            commit_compaction(&mut ds, rewritten, Arc::new(DatasetIndexRemapperOptions::default()), &options).await?;
-        }
+        // Built off the lock ([`prepare_compaction`], then [`commit_compaction_onto`]).
+        Job::FoldIndex(_) | Job::Compact => return Ok(None),
     }
     Ok(Some(ds))
+}
+
+/// A compaction built on a snapshot of a table but not committed: the
+/// small fragments rewritten without the writer lock, loads going on.
+pub struct PreparedCompaction {
+    rewrites: Vec<RewriteResult>,
+}
+
+/// Rewrites the small fragments of `ds` no index covers (one compaction
+/// task: [`MAX_COMPACTION_TASKS_PER_STEP`]); nothing is committed. `None`:
+/// Lance's planner finds no run of fragments to merge.
+pub async fn prepare_compaction(ds: &Dataset) -> Result<Option<PreparedCompaction>, EngineError> {
+    let options = compaction_options(&ds.load_indices().await?);
+    let plan = plan_compaction(ds, &options).await?;
+    let mut rewrites = Vec::new();
+    for task in plan.compaction_tasks().take(MAX_COMPACTION_TASKS_PER_STEP) {
+        rewrites.push(task.execute(ds).await?);
+    }
+    Ok((!rewrites.is_empty()).then_some(PreparedCompaction { rewrites }))
+}
+
+/// Commits a prepared compaction on top of `ds`, the table's current
+/// version (under the lock). Loads since the snapshot may have deleted rows
+/// of the fragments it rewrote; the rewrite holds the snapshot's live rows
+/// in fragment and offset order (Lance scans them in order, as its own index
+/// remap assumes), so each such row is deleted from the new fragments too
+/// and nothing a load replaced comes back. Two Lance versions, like Lance's
+/// own compaction: the new fragments' ids are reserved first, because a
+/// deletion file is named by its fragment's id. `None`: a rewritten
+/// fragment is gone since (a load replaced all its rows); the next step
+/// plans again.
+pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction) -> Result<Option<Dataset>, EngineError> {
+    let ds = Arc::new(ds);
+    let mut groups = Vec::new();
+    for rewrite in prepared.rewrites {
+        // Positions, in the rewrite's row order, of the rows deleted since.
+        let (mut deleted, mut position, mut old_now) = (Vec::new(), 0u64, Vec::new());
+        for old in &rewrite.original_fragments {
+            let Some(current) = ds.get_fragment(old.id as usize) else { return Ok(None) };
+            let before = FileFragment::new(ds.clone(), old.clone()).get_deletion_vector().await?;
+            let now = current.get_deletion_vector().await?;
+            let physical = old.physical_rows.ok_or_else(|| EngineError::Storage(format!("fragment {} has no row count", old.id)))?;
+            for offset in 0..physical as u32 {
+                if before.as_ref().is_some_and(|d| d.contains(offset)) {
+                    continue;
+                }
+                if now.as_ref().is_some_and(|d| d.contains(offset)) {
+                    deleted.push(position);
+                }
+                position += 1;
+            }
+            old_now.push(current.metadata().clone());
+        }
+        let written: u64 = rewrite.new_fragments.iter().map(|f| f.physical_rows.unwrap_or(0) as u64).sum();
+        if written != position {
+            return Err(EngineError::Storage(format!("a compaction wrote {written} rows of the {position} it read")));
+        }
+        groups.push((old_now, rewrite.new_fragments, deleted));
+    }
+    let count: usize = groups.iter().map(|(_, new, _)| new.len()).sum();
+    let reserve = Transaction::new(ds.version().version, Operation::ReserveFragments { num_fragments: count as u32 }, None);
+    let reserved = Arc::new(CommitBuilder::new(ds.clone()).execute(reserve).await?);
+    let mut next_id = (reserved.manifest().max_fragment_id.unwrap_or(0) + 1) as u64 - count as u64;
+    let mut rewritten = Vec::new();
+    for (old_fragments, new, deleted) in groups {
+        let (mut deleted, mut start, mut new_fragments) = (deleted.into_iter().peekable(), 0u64, Vec::new());
+        for mut fragment in new {
+            fragment.id = next_id;
+            next_id += 1;
+            let rows = fragment.physical_rows.unwrap_or(0) as u64;
+            let mut mine = Vec::new();
+            while let Some(&p) = deleted.peek()
+                && p < start + rows
+            {
+                mine.push((p - start) as u32);
+                deleted.next();
+            }
+            start += rows;
+            if mine.is_empty() {
+                new_fragments.push(fragment);
+            } else if let Some(kept) = FileFragment::new(reserved.clone(), fragment).extend_deletions(mine).await? {
+                new_fragments.push(kept.metadata().clone());
+            }
+        }
+        rewritten.push(RewriteGroup { old_fragments, new_fragments });
+    }
+    let operation = Operation::Rewrite { groups: rewritten, rewritten_indices: vec![], frag_reuse_index: None };
+    let transaction = Transaction::new(reserved.version().version, operation, None);
+    Ok(Some(CommitBuilder::new(reserved).execute(transaction).await?))
 }
 
 /// Rows of `ds` whose `column` is one of `values`, projected to `project`.

@@ -274,7 +274,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
         let batch: String = chunk.iter().map(|i| person(&format!("p{i}"), 2)).collect();
         load(&graph, "main", Mode::Merge, &batch).await.unwrap();
     }
-    // Their small fragments are compacted first (under the lock), then the fold is due.
+    // Their small fragments are compacted first, then the fold is due.
     let compacted = graph.maintain_step().await.unwrap().expect("a step");
     assert_eq!(compacted.maintenance.as_deref(), Some("compact small fragments"));
 
@@ -283,7 +283,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let released = std::sync::Mutex::new(released);
     let entered = std::sync::Mutex::new(entered);
-    fail::cfg_callback("fold-prepared", move || {
+    fail::cfg_callback("step-prepared", move || {
         entered.lock().unwrap().send(()).unwrap();
         released.lock().unwrap().recv().unwrap();
     })
@@ -295,7 +295,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
         .unwrap();
     let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &person("During", 3))).await;
     release.send(()).unwrap();
-    fail::remove("fold-prepared");
+    fail::remove("step-prepared");
     during.expect("the load did not wait for the fold").unwrap();
 
     let step = step.await.unwrap().unwrap().expect("a step");
@@ -311,6 +311,74 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
     let mut ids: Vec<_> = conflicts.iter().map(|c| c.id.clone()).collect();
     ids.sort();
     assert_eq!(ids, ["During", "First", "p17"]);
+    assert_heads_published(&graph).await;
+    scenario.teardown();
+}
+
+/// A compaction rewrites rows, so it is built without the writer lock: a
+/// load replaces rows of every fragment being rewritten while the step is
+/// held between building and committing, and the compaction then lands on top of it
+/// with those rows deleted from the new fragments too: every id once, with
+/// the load's values.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_meanwhile() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = Arc::new(init(&place).await);
+    load(&graph, "main", Mode::Merge, &person("First", 1)).await.unwrap();
+    graph.optimize(100).await.unwrap();
+    // MIN_SMALL_FRAGMENTS small unindexed fragments: a compaction is due.
+    let fragments = omnigraph_host::limits::MIN_SMALL_FRAGMENTS;
+    for f in 0..fragments {
+        let batch: String = (0..10).map(|i| person(&format!("p{f}-{i}"), 1)).collect();
+        load(&graph, "main", Mode::Merge, &batch).await.unwrap();
+    }
+    // Row 5 of each already replaced before the snapshot: deleted there too.
+    let earlier: String = (0..fragments).map(|f| person(&format!("p{f}-5"), 3)).collect();
+    load(&graph, "main", Mode::Merge, &earlier).await.unwrap();
+    let before = layout(&graph, TableKind::Node, "Person").await.0;
+
+    let (entered, held) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let entered = std::sync::Mutex::new(entered);
+    fail::cfg_callback("step-prepared", move || {
+        entered.lock().unwrap().send(()).unwrap();
+        released.lock().unwrap().recv().unwrap();
+    })
+    .unwrap();
+    let maintaining = graph.clone();
+    let step = tokio::spawn(async move { maintaining.maintain_step().await });
+    tokio::task::spawn_blocking(move || held.recv_timeout(Duration::from_secs(120)).expect("the compaction was built"))
+        .await
+        .unwrap();
+    // Rows 3 and 7 of every small fragment replaced, one new row.
+    let replaced: String = (0..fragments).flat_map(|f| [3, 7].map(|i| person(&format!("p{f}-{i}"), 2))).chain([person("During", 2)]).collect();
+    let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &replaced)).await;
+    release.send(()).unwrap();
+    fail::remove("step-prepared");
+    let receipt = during.expect("the load did not wait for the compaction").unwrap();
+    assert_eq!(receipt.commit.unwrap().counts["Person"].updated, 2 * fragments as u64);
+
+    let step = step.await.unwrap().unwrap().expect("a step");
+    assert_eq!(step.maintenance.as_deref(), Some("compact small fragments"));
+    assert_eq!(graph.commit_at("main", step.seq - 1).await.unwrap().kind, CommitKind::Load, "the compaction published after the load");
+    assert!(layout(&graph, TableKind::Node, "Person").await.0 < before, "fragments were merged");
+    assert_eq!(counts(&graph, "main").await["Person"], 1 + 10 * fragments as u64 + 1);
+    let state = export(&graph, "main", None).await;
+    for f in 0..fragments {
+        for i in 0..10 {
+            let age = match i {
+                3 | 7 => 2,
+                5 => 3,
+                _ => 1,
+            };
+            let row = format!("\"data\":{{\"name\":\"p{f}-{i}\",\"age\":{age}}}");
+            assert_eq!(state.matches(&format!("\"name\":\"p{f}-{i}\"")).count(), 1, "p{f}-{i} once");
+            assert!(state.contains(&row), "{row}");
+        }
+    }
     assert_heads_published(&graph).await;
     scenario.teardown();
 }

@@ -19,11 +19,16 @@ use crate::error::EngineError;
 use crate::manifest::{Commit, CommitKind, TablePin, table_path};
 use crate::tables;
 
-/// An index fold built off the lock, waiting to be committed.
-struct PendingFold {
+/// A step built off the lock, waiting to be committed under it.
+struct PendingStep {
     branch: String,
     table: usize,
-    fold: tables::PreparedFold,
+    work: Prepared,
+}
+
+enum Prepared {
+    Fold(tables::PreparedFold),
+    Compaction(tables::PreparedCompaction),
 }
 
 impl Graph {
@@ -31,14 +36,15 @@ impl Graph {
     /// that needs one, and publishes it; `None` when nothing needs work.
     /// Waits for no other host: `LeaseBusy` then means "later".
     ///
-    /// An index fold reads the whole index: it is built first, without the
-    /// writer lock, on the snapshot a head pins (loads go on meanwhile), and
-    /// only its commit, on top of whatever loads landed since, holds the
-    /// lock. The other jobs are bounded by what loads added (index creation
-    /// on a new table, compaction of unindexed fragments) and run under it.
+    /// An index fold reads the whole index and a compaction rewrites rows:
+    /// each is built first, without the writer lock, on the snapshot a head
+    /// pins (loads go on meanwhile), and only its commit, on top of whatever
+    /// loads landed since, holds the lock (a compaction's commit carries
+    /// over the deletions those loads made). Index creation on a new table
+    /// is bounded by what loads added and runs under it.
     pub async fn maintain_step(&self) -> Result<Option<Commit>, EngineError> {
-        let pending = self.prepare_fold().await?;
-        fail_point!("fold-prepared");
+        let pending = self.prepare_step().await?;
+        fail_point!("step-prepared");
         self.with_lease(std::time::Duration::ZERO, |lease, _| async move {
             if let Some(pending) = pending
                 && let Some(head) = self.head_leased(&pending.branch).await?
@@ -54,12 +60,17 @@ impl Graph {
                         )
                         .await?;
                     let read_version = ds.version().version;
-                    let job = tables::Job::FoldIndex(pending.fold.name.clone());
-                    let ds = tables::commit_fold(ds, pending.fold).await?;
-                    return self
-                        .publish_step(&lease, &head, def, read_version, ds, &job)
-                        .await
-                        .map(Some);
+                    let (job, ds) = match pending.work {
+                        Prepared::Fold(fold) => {
+                            (tables::Job::FoldIndex(fold.name.clone()), Some(tables::commit_fold(ds, fold).await?))
+                        }
+                        Prepared::Compaction(compaction) => {
+                            (tables::Job::Compact, tables::commit_compaction_onto(ds, compaction).await?)
+                        }
+                    };
+                    if let Some(ds) = ds {
+                        return self.publish_step(&lease, &head, def, read_version, ds, &job).await.map(Some);
+                    }
                 }
             }
             for head in self.branches().await? {
@@ -92,9 +103,9 @@ impl Graph {
         .await
     }
 
-    /// The first index fold any table of any branch needs, built on the
-    /// version its head pins, without the lease.
-    async fn prepare_fold(&self) -> Result<Option<PendingFold>, EngineError> {
+    /// The first fold or compaction any table of any branch needs, built
+    /// on the version its head pins, without the lease.
+    async fn prepare_step(&self) -> Result<Option<PendingStep>, EngineError> {
         for head in self.branches().await? {
             for (t, def) in self.schema.types.iter().enumerate() {
                 let pin = &head.tables[&def.name];
@@ -103,13 +114,19 @@ impl Graph {
                 }
                 let ds =
                     tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;
-                if let Some(tables::Job::FoldIndex(name)) =
-                    tables::next_job(&ds, def, &self.declared_indexes(def)).await?
-                {
-                    let fold = tables::prepare_fold(&ds, &name).await?;
-                    fold.warm_key_runs(&ds, &self.key_runs).await?;
-                    return Ok(Some(PendingFold { branch: head.branch.clone(), table: t, fold }));
-                }
+                let work = match tables::next_job(&ds, def, &self.declared_indexes(def)).await? {
+                    Some(tables::Job::FoldIndex(name)) => {
+                        let fold = tables::prepare_fold(&ds, &name).await?;
+                        fold.warm_key_runs(&ds, &self.key_runs).await?;
+                        Prepared::Fold(fold)
+                    }
+                    Some(tables::Job::Compact) => match tables::prepare_compaction(&ds).await? {
+                        Some(compaction) => Prepared::Compaction(compaction),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                return Ok(Some(PendingStep { branch: head.branch.clone(), table: t, work }));
             }
         }
         Ok(None)
