@@ -17,10 +17,17 @@
 //! built, and a restore brought it back) is not in [`KeyRun::fragments`]:
 //! the caller scans it like an unindexed one.
 //!
-//! Runs are built off the load path (maintenance, before a fold is
-//! published, and [`crate::Graph::warm_key_runs`]), kept in memory up to
-//! [`MAX_KEY_RUN_ROWS`] in all, and dropped when no head lists their segment.
-//! A merge that meets a segment without a run asks Lance's index instead.
+//! A fragment no segment covers yet (a load's, or a compaction's) has a run
+//! of its own, keyed by its data file: a merge writes the run of the
+//! fragment it adds from the batch it wrote, and maintenance builds the
+//! ones missing (a compaction's new fragments). A fragment's run holds row
+//! offsets, so it answers under whatever id the fragment has.
+//!
+//! Segment runs are built off the load path (maintenance, before a fold is
+//! published, and [`crate::Graph::warm_key_runs`]); all runs are kept in
+//! memory up to [`MAX_KEY_RUN_ROWS`] in all, and dropped when no head lists
+//! their segment or fragment. A merge that meets a segment without a run
+//! asks Lance's index instead, and a fragment without one is scanned.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -28,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{Array, StringArray, UInt64Array};
 use futures::TryStreamExt;
 use lance::Dataset;
-use lance::table::format::IndexMetadata;
+use lance::table::format::{Fragment, IndexMetadata};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
 use crate::error::EngineError;
@@ -115,18 +122,39 @@ impl KeyRun {
     }
 
     /// Adds to `found` the address of every row whose id is one of `sorted`
-    /// (ascending). One pass: each id's place is galloped to from the
-    /// previous one, so a batch costs O(batch × log(run / batch)).
-    pub fn find_sorted(&self, sorted: &[&[u8]], found: &mut RoaringTreemap) {
+    /// (ascending), each plus `base` (a fragment run's fragment, shifted; 0
+    /// for a segment's run). One pass: each id's place is galloped to from
+    /// the previous one, so a batch costs O(batch × log(run / batch)).
+    pub fn find_sorted(&self, sorted: &[&[u8]], base: u64, found: &mut RoaringTreemap) {
         let mut from = 0;
         for &key in sorted {
             from = self.lower_bound_from(from, key);
             let mut i = from;
             while i < self.len() && self.id(i) == key {
-                found.insert(self.addresses[i]);
+                found.insert(base | self.addresses[i]);
                 i += 1;
             }
         }
+    }
+
+    /// The run of one fragment whose rows hold `ids`, in row order (a batch
+    /// as it was just written): addresses are row offsets.
+    pub fn of_rows<'a>(ids: impl IntoIterator<Item = &'a str>) -> KeyRun {
+        let (mut bytes, mut starts, mut addresses) = (Vec::new(), vec![0], Vec::new());
+        for (offset, id) in ids.into_iter().enumerate() {
+            bytes.extend_from_slice(id.as_bytes());
+            starts.push(bytes.len());
+            addresses.push(offset as u64);
+        }
+        KeyRun { fragments: RoaringBitmap::new(), bytes, starts, addresses }.sorted()
+    }
+
+    /// This run of one fragment with row offsets for addresses, so it
+    /// answers for the fragment under whatever id it has.
+    pub fn into_fragment_run(mut self) -> KeyRun {
+        self.addresses.iter_mut().for_each(|address| *address &= u64::from(u32::MAX));
+        self.fragments = RoaringBitmap::new();
+        self
     }
 
     /// The first index at or after `from` whose id is not below `key`.
@@ -152,27 +180,43 @@ impl KeyRun {
     }
 }
 
-/// The runs this process holds, by the uuid of the segment each mirrors.
+/// The runs this process holds: a segment's by its uuid, a fragment's (one
+/// no segment covers yet) by its data file, whose name is unique and whose
+/// rows never change.
 #[derive(Default)]
 pub struct KeyRuns {
-    runs: Mutex<HashMap<u128, Arc<KeyRun>>>,
+    segments: Mutex<HashMap<u128, Arc<KeyRun>>>,
+    fragments: Mutex<HashMap<String, Arc<KeyRun>>>,
+}
+
+/// The data file a fragment's run is kept under (fragments of one file only).
+fn fragment_key(fragment: &Fragment) -> Option<&str> {
+    match fragment.files.as_slice() {
+        [file] => Some(file.path.as_str()),
+        _ => None,
+    }
 }
 
 impl KeyRuns {
     /// The runs of `segments`, if every one has a run.
     pub fn of(&self, segments: &[&IndexMetadata]) -> Option<Vec<Arc<KeyRun>>> {
-        let runs = self.runs.lock().expect("key runs");
+        let runs = self.segments.lock().expect("key runs");
         segments.iter().map(|segment| runs.get(&segment.uuid.as_u128()).cloned()).collect()
     }
 
     pub fn has(&self, segment: &IndexMetadata) -> bool {
-        self.runs.lock().expect("key runs").contains_key(&segment.uuid.as_u128())
+        self.segments.lock().expect("key runs").contains_key(&segment.uuid.as_u128())
     }
 
-    /// Whether a run of `rows` more rows fits under [`MAX_KEY_RUN_ROWS`].
+    /// The run of `fragment`, if there is one for every row it holds.
+    pub fn of_fragment(&self, fragment: &Fragment) -> Option<Arc<KeyRun>> {
+        let run = self.fragments.lock().expect("key runs").get(fragment_key(fragment)?).cloned()?;
+        (Some(run.len()) == fragment.physical_rows).then_some(run)
+    }
+
+    /// Whether runs of `rows` more rows fit under [`MAX_KEY_RUN_ROWS`].
     pub fn room_for(&self, rows: u64) -> bool {
-        let held: usize = self.runs.lock().expect("key runs").values().map(|run| run.len()).sum();
-        held as u64 + rows <= MAX_KEY_RUN_ROWS
+        self.rows() as u64 + rows <= MAX_KEY_RUN_ROWS
     }
 
     /// Keeps `run` for `segment` if it fits; whether it was kept.
@@ -180,20 +224,34 @@ impl KeyRuns {
         if !self.room_for(run.len() as u64) {
             return false;
         }
-        self.runs.lock().expect("key runs").insert(segment.uuid.as_u128(), Arc::new(run));
+        self.segments.lock().expect("key runs").insert(segment.uuid.as_u128(), Arc::new(run));
         true
     }
 
-    /// Drops the runs of segments not in `live` (folded away, or of a
-    /// branch deleted since).
-    pub fn retain<'a>(&self, live: impl IntoIterator<Item = &'a IndexMetadata>) {
-        let live: HashSet<u128> = live.into_iter().map(|segment| segment.uuid.as_u128()).collect();
-        self.runs.lock().expect("key runs").retain(|segment, _| live.contains(segment));
+    /// Keeps `run` (offsets for addresses) for `fragment` if it fits;
+    /// whether it was kept.
+    pub fn insert_fragment(&self, fragment: &Fragment, run: KeyRun) -> bool {
+        let Some(key) = fragment_key(fragment) else { return false };
+        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64) {
+            return false;
+        }
+        self.fragments.lock().expect("key runs").insert(key.to_owned(), Arc::new(run));
+        true
+    }
+
+    /// Drops the runs of segments and fragments no head lists (folded or
+    /// compacted away, or of a branch deleted since).
+    pub fn retain<'a>(&self, segments: impl IntoIterator<Item = &'a IndexMetadata>, fragments: impl IntoIterator<Item = &'a Fragment>) {
+        let segments: HashSet<u128> = segments.into_iter().map(|segment| segment.uuid.as_u128()).collect();
+        self.segments.lock().expect("key runs").retain(|segment, _| segments.contains(segment));
+        let fragments: HashSet<&str> = fragments.into_iter().filter_map(fragment_key).collect();
+        self.fragments.lock().expect("key runs").retain(|file, _| fragments.contains(file.as_str()));
     }
 
     /// How many rows the runs hold in all.
     pub fn rows(&self) -> usize {
-        self.runs.lock().expect("key runs").values().map(|run| run.len()).sum()
+        let segments: usize = self.segments.lock().expect("key runs").values().map(|run| run.len()).sum();
+        segments + self.fragments.lock().expect("key runs").values().map(|run| run.len()).sum::<usize>()
     }
 }
 
@@ -223,7 +281,7 @@ mod tests {
             let run = run_of(&pairs);
             let sorted: Vec<&[u8]> = wanted.iter().map(|id| id.as_bytes()).collect();
             let mut found = RoaringTreemap::new();
-            run.find_sorted(&sorted, &mut found);
+            run.find_sorted(&sorted, 0, &mut found);
             let expected: RoaringTreemap = pairs.iter().filter(|(id, _)| wanted.contains(*id)).map(|(_, a)| *a).collect();
             prop_assert_eq!(found, expected);
         }

@@ -32,7 +32,7 @@ use crate::limits::{
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
 };
 use crate::manifest::TablePin;
-use lance::table::format::IndexMetadata;
+use lance::table::format::{Fragment, IndexMetadata};
 use crate::storage::GraphRoot;
 use lance::dataset::fragment::FileFragment;
 use lance::dataset::optimize::{CompactionOptions, RewriteResult, plan_compaction};
@@ -162,7 +162,8 @@ async fn stage_upsert(
     key_runs: &KeyRuns,
 ) -> Result<Staged, EngineError> {
     let rows = batch.num_rows() as u64;
-    let ids: Vec<&str> = strings(batch.column_by_name(ID_COLUMN).expect("id column")).collect();
+    let id_column = batch.column_by_name(ID_COLUMN).expect("id column").clone();
+    let ids: Vec<&str> = strings(&id_column).collect();
     let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, key_runs).await?).await?;
     let replaced_rows: u64 = replaced.iter().map(|(_, _, rows)| rows.len()).sum();
     if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
@@ -176,6 +177,9 @@ async fn stage_upsert(
     let mut params = root.write_params(WriteMode::Append);
     params.transaction_properties = properties.clone();
     let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
+    if let Operation::Append { fragments } = &appended.operation {
+        keep_written_runs(key_runs, fragments, &ids);
+    }
     let merged = Some((rows - replaced_rows, replaced_rows));
     if replaced.is_empty() {
         return Ok(Staged { dataset, transaction: appended, affected_rows: None, merged });
@@ -231,7 +235,8 @@ async fn stage_upsert(
 /// The index is answered by its segments' key runs where this process has
 /// them all (src/keys.rs), else asked directly, as Lance's merge insert
 /// asks it, not through a scan whose planner would take the whole batch as
-/// an `IN` list.
+/// an `IN` list. Fragments no segment answers for are answered by their own
+/// runs, or read.
 async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
     let mut found = roaring::RoaringTreemap::new();
     if ids.is_empty() {
@@ -242,14 +247,14 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     // (an index made on an empty table covers none yet).
     let indices = ds.load_indices().await?;
     let segments = live_id_segments(ds, &indices);
+    let mut sorted: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
+    sorted.sort_unstable();
     let answered = if segments.is_empty() {
         roaring::RoaringBitmap::new()
     } else if let Some(runs) = key_runs.of(&segments) {
-        let mut sorted: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
-        sorted.sort_unstable();
         let mut answered = roaring::RoaringBitmap::new();
         for run in runs {
-            run.find_sorted(&sorted, &mut found);
+            run.find_sorted(&sorted, 0, &mut found);
             answered |= run.fragments();
         }
         answered
@@ -269,8 +274,13 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
         found.extend(addresses.map(u64::from));
         covered_fragments(segments)
     };
-    let unanswered: Vec<_> =
-        ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
+    let mut unanswered = Vec::new();
+    for fragment in ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)) {
+        match key_runs.of_fragment(fragment.metadata()) {
+            Some(run) => run.find_sorted(&sorted, (fragment.id() as u64) << 32, &mut found),
+            None => unanswered.push(fragment.metadata().clone()),
+        }
+    }
     if unanswered.is_empty() {
         return Ok(found);
     }
@@ -291,6 +301,22 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     Ok(found)
 }
 
+/// Keeps the key runs of the fragments a batch was just written as: its
+/// rows in order, split by the fragments' row counts (none if they differ
+/// from the batch's).
+fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str]) {
+    let written: usize = fragments.iter().map(|f| f.physical_rows.unwrap_or(0)).sum();
+    if written != ids.len() {
+        return;
+    }
+    let mut rest = ids;
+    for fragment in fragments {
+        let (mine, after) = rest.split_at(fragment.physical_rows.unwrap_or(0));
+        key_runs.insert_fragment(fragment, KeyRun::of_rows(mine.iter().copied()));
+        rest = after;
+    }
+}
+
 /// The segments of the `_id` index that cover a fragment of `ds`'s version:
 /// the ones Lance answers from (an index made on an empty table covers
 /// none yet).
@@ -301,6 +327,23 @@ fn live_id_segments<'a>(ds: &Dataset, indices: &'a [IndexMetadata]) -> Vec<&'a I
         .iter()
         .filter(|i| i.name == index && i.fragment_bitmap.as_ref().is_none_or(|covered| covered.intersection_len(&fragments) > 0))
         .collect()
+}
+
+/// Builds the run of one fragment of `ds` that no `_id` segment covers and
+/// that has no run yet (a compaction's), if it fits; whether it built one.
+pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool, EngineError> {
+    let covered = covered_fragments(live_id_segments(ds, &ds.load_indices().await?));
+    for fragment in ds.get_fragments() {
+        let metadata = fragment.metadata();
+        if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata).is_some() || !key_runs.room_for(fragment_rows(&fragment)) {
+            continue;
+        }
+        let run = KeyRun::build(ds, ID_COLUMN, &[fragment.id() as u32].into_iter().collect()).await?.into_fragment_run();
+        if key_runs.insert_fragment(metadata, run) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// [`live_id_segments`] of `ds`, owned.
@@ -770,6 +813,19 @@ mod tests {
             assert_eq!((by_index.0.len(), by_index.1), (candidates, live), "version {}", ds.version().version);
             assert_eq!(answer(ds, &wanted, &runs).await, by_index, "version {}", ds.version().version);
         }
+        // A fragment no segment covers gets a run of its own (offsets), and
+        // answers under its id.
+        let mut later = after.clone();
+        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
+        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
+        later.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
+        assert!(keep_fragment_run(&later, &runs).await.unwrap());
+        assert!(!keep_fragment_run(&later, &runs).await.unwrap(), "one run per fragment");
+        let wanted = ["a2", "d4", "d9", "zz"];
+        let by_index = answer(&later, &wanted, &KeyRuns::default()).await;
+        assert_eq!(by_index.1, 3);
+        assert_eq!(answer(&later, &wanted, &runs).await, by_index);
     }
 
     #[test]

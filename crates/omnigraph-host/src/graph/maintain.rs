@@ -201,8 +201,8 @@ impl Graph {
 
     /// A background round (the server's, every MAINTENANCE_INTERVAL): if a
     /// load was published since the last round, maintenance steps until
-    /// none is needed, each published one passed to `on_step`, then the
-    /// key runs merges lack, one per step. Returns
+    /// none is needed, each published one passed to `on_step`; before each,
+    /// the key runs merges lack are built, one per round. Returns
     /// between steps once `stop` says so; a stop or an error (another
     /// host's lease, say) leaves the work owed to the next round.
     pub async fn maintain_if_due(&self, stop: impl Fn() -> bool, mut on_step: impl FnMut(&Commit)) -> Result<(), EngineError> {
@@ -214,13 +214,11 @@ impl Graph {
                 self.maintenance_due.store(true, Ordering::Release);
                 return Ok(());
             }
-            let progressed = match self.maintain_step().await {
-                Ok(Some(commit)) => {
-                    on_step(&commit);
-                    Ok(true)
-                }
-                // Nothing durable left to do: the key runs come last.
-                Ok(None) => self.warm_key_run().await,
+            // Missing key runs first (a compaction's new fragments have
+            // none), one per round, then the next durable step.
+            let progressed = match self.warm_key_run().await {
+                Ok(true) => Ok(true),
+                Ok(false) => self.maintain_step().await.map(|step| step.inspect(&mut on_step).is_some()),
                 Err(e) => Err(e),
             };
             match progressed {
@@ -238,7 +236,7 @@ impl Graph {
     /// drops the runs no head lists any more; whether it built one. Not a
     /// graph commit: runs are this process's memory, not the graph's state.
     async fn warm_key_run(&self) -> Result<bool, EngineError> {
-        let mut listed = Vec::new();
+        let (mut listed, mut fragments) = (Vec::new(), Vec::new());
         let mut built = false;
         for head in self.branches().await? {
             for def in &self.schema.types {
@@ -253,10 +251,16 @@ impl Graph {
                         built = tables::keep_key_run(&ds, segment, &self.key_runs).await?;
                     }
                 }
+                if !built {
+                    built = tables::keep_fragment_run(&ds, &self.key_runs).await?;
+                }
+                // A fragment a segment covers is answered by the segment's run.
+                let covered: roaring::RoaringBitmap = segments.iter().filter_map(|s| s.fragment_bitmap.clone()).fold(Default::default(), |all, b| all | b);
+                fragments.extend(ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).map(|f| f.metadata().clone()));
                 listed.extend(segments);
             }
         }
-        self.key_runs.retain(&listed);
+        self.key_runs.retain(&listed, &fragments);
         Ok(built)
     }
 
