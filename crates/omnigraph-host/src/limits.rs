@@ -58,8 +58,15 @@ pub const COMPACT_FRAGMENT_ROWS: usize = 131_072;
 /// Small unindexed fragments of a table (each load adds one or two) before
 /// maintenance compacts them even though no index is about to cover them
 /// (many small loads): merges and lookups cost per fragment. Otherwise they
-/// are compacted right before the fold or index creation that covers them.
+/// are compacted right before the fold or index creation that covers them
+/// (at least [`MIN_SMALL_FRAGMENTS_BEFORE_COVERING`]).
 pub const MIN_SMALL_FRAGMENTS: usize = 16;
+
+/// Small unindexed fragments that are compacted right before a fold or
+/// index creation covers them. More than two: loads go on while a
+/// compaction is built off the lock and add a fragment or two, which must
+/// not start another compaction ahead of the fold forever.
+pub const MIN_SMALL_FRAGMENTS_BEFORE_COVERING: usize = 4;
 
 /// Compaction tasks (each at most `COMPACT_FRAGMENT_ROWS` rows) in one
 /// maintenance step: a load waits for at most one step.

@@ -29,7 +29,7 @@ use crate::error::EngineError;
 use crate::keys::{KeyRun, KeyRuns, ROW_ADDRESS_COLUMN};
 use crate::limits::{
     COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
-    MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS,
+    MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS, MIN_SMALL_FRAGMENTS_BEFORE_COVERING,
 };
 use crate::manifest::TablePin;
 use lance::table::format::{Fragment, IndexMetadata};
@@ -432,7 +432,7 @@ pub enum Job {
     CreateIndex { column: String, name: String },
     /// Small fragments no index covers yet (each load adds one): at least
     /// [`MIN_SMALL_FRAGMENTS`] of them, or more than [`MAX_UNINDEXED_ROWS`]
-    /// rows in two or more. Compacted before they are folded into the
+    /// rows in [`MIN_SMALL_FRAGMENTS_BEFORE_COVERING`] or more. Compacted before they are folded into the
     /// indexes, so no index is ever remapped.
     Compact,
     /// An index more than [`MAX_UNINDEXED_ROWS`] rows behind the table.
@@ -492,7 +492,7 @@ pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Resul
         })
         .count();
     let covering_next = missing.is_some() || stale.is_some();
-    if (small >= MIN_SMALL_FRAGMENTS || (small >= 2 && covering_next))
+    if (small >= MIN_SMALL_FRAGMENTS || (small >= MIN_SMALL_FRAGMENTS_BEFORE_COVERING && covering_next))
         && !plan_compaction(ds, &compaction_options(&existing))
             .await?
             .compaction_tasks()
@@ -615,16 +615,26 @@ impl PreparedFold {
 /// Commits a prepared fold on top of `ds` (the table's current version):
 /// Lance checks it against every version since the snapshot it was built
 /// on (loads' appends and updates leave it valid) and lands it as one
-/// version. Only the new segment is warmed; the others stay cached.
-pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<Dataset, EngineError> {
-    let new: Vec<_> = fold
-        .segments
-        .iter()
-        .map(|result| result.segment.uuid)
-        .collect();
+/// version. Its new segments are warmed later ([`FoldWarmup`]).
+pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<(Dataset, FoldWarmup), EngineError> {
+    let warmup = FoldWarmup { name: fold.name.clone(), segments: fold.segments.iter().map(|result| result.segment.uuid).collect() };
     commit_optimize_indices(&mut ds, fold.segments, &fold.options).await?;
-    ds.prewarm_index_segments(&fold.name, &new).await?;
-    Ok(ds)
+    Ok((ds, warmup))
+}
+
+/// The new segments of a committed fold, to load into the index cache once
+/// the fold is published and the lock released: O(segment), which no load
+/// should wait for (merges find their rows through key runs meanwhile; a
+/// lookup loads only the pages it needs).
+pub struct FoldWarmup {
+    name: String,
+    segments: Vec<uuid::Uuid>,
+}
+
+impl FoldWarmup {
+    pub async fn run(self, ds: &Dataset) -> Result<(), EngineError> {
+        Ok(ds.prewarm_index_segments(&self.name, &self.segments).await?)
+    }
 }
 
 /// Runs a job that is done under the lock: an index creation (bounded by

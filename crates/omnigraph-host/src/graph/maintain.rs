@@ -45,7 +45,7 @@ impl Graph {
     pub async fn maintain_step(&self) -> Result<Option<Commit>, EngineError> {
         let pending = self.prepare_step().await?;
         fail_point!("step-prepared");
-        self.with_lease(std::time::Duration::ZERO, |lease, _| async move {
+        let step = self.with_lease(std::time::Duration::ZERO, |lease, _| async move {
             if let Some(pending) = pending
                 && let Some(head) = self.head_leased(&pending.branch).await?
             {
@@ -60,16 +60,19 @@ impl Graph {
                         )
                         .await?;
                     let read_version = ds.version().version;
-                    let (job, ds) = match pending.work {
+                    let (job, ds, warmup) = match pending.work {
                         Prepared::Fold(fold) => {
-                            (tables::Job::FoldIndex(fold.name.clone()), Some(tables::commit_fold(ds, fold).await?))
+                            let job = tables::Job::FoldIndex(fold.name.clone());
+                            let (ds, warmup) = tables::commit_fold(ds, fold).await?;
+                            (job, Some(ds), Some(warmup))
                         }
                         Prepared::Compaction(compaction) => {
-                            (tables::Job::Compact, tables::commit_compaction_onto(ds, compaction).await?)
+                            (tables::Job::Compact, tables::commit_compaction_onto(ds, compaction).await?, None)
                         }
                     };
                     if let Some(ds) = ds {
-                        return self.publish_step(&lease, &head, def, read_version, ds, &job).await.map(Some);
+                        let commit = self.publish_step(&lease, &head, def, read_version, ds, &job).await?;
+                        return Ok(Some((commit, warmup.map(|w| (pending.table, w)))));
                     }
                 }
             }
@@ -92,15 +95,28 @@ impl Graph {
                     let Some(ds) = tables::run_job(ds, &job).await? else {
                         continue;
                     };
-                    return self
-                        .publish_step(&lease, &head, def, read_version, ds, &job)
-                        .await
-                        .map(Some);
+                    let commit = self.publish_step(&lease, &head, def, read_version, ds, &job).await?;
+                    return Ok(Some((commit, None)));
                 }
             }
             Ok(None)
         })
-        .await
+        .await?;
+        let Some((commit, warmup)) = step else { return Ok(None) };
+        // Off the lock: a fold's new segments into the index cache. The
+        // step is published; a failure here only leaves the cache cold.
+        if let Some((table, warmup)) = warmup {
+            let def = &self.schema.types[table];
+            let path = table_path(def.kind, &def.name);
+            let warmed = match tables::open_pinned(&self.root, &path, &commit.tables[&def.name]).await {
+                Ok(ds) => warmup.run(&ds).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = warmed {
+                eprintln!("warming the index of {}: {e}", def.name);
+            }
+        }
+        Ok(Some(commit))
     }
 
     /// The first fold or compaction any table of any branch needs, built
