@@ -32,7 +32,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::{Array, StringArray, UInt64Array};
+use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance::table::format::{Fragment, IndexMetadata};
@@ -42,7 +42,18 @@ use crate::error::EngineError;
 use crate::limits::MAX_KEY_RUN_ROWS;
 
 /// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
-pub const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
+const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
+
+/// The id and row address columns of a batch from a scan that projected
+/// `id_column` `with_row_address`.
+pub fn ids_and_addresses<'a>(batch: &'a RecordBatch, id_column: &str) -> Result<(&'a StringArray, &'a UInt64Array), EngineError> {
+    let ids = batch.column_by_name(id_column).and_then(|c| c.as_any().downcast_ref::<StringArray>());
+    let rows = batch.column_by_name(ROW_ADDRESS_COLUMN).and_then(|c| c.as_any().downcast_ref::<UInt64Array>());
+    match (ids, rows) {
+        (Some(ids), Some(rows)) => Ok((ids, rows)),
+        _ => Err(EngineError::Storage("a scan gave no ids or row addresses".into())),
+    }
+}
 
 /// One segment's ids, sorted, with the address of the row holding each
 /// (an id appears once per stored row: a replaced row and its replacement
@@ -71,11 +82,7 @@ impl KeyRun {
             scan.with_fragments(present).project(&[id_column])?.with_row_id().with_row_address().include_deleted_rows();
             let mut stream = scan.try_into_stream().await?;
             while let Some(batch) = stream.try_next().await? {
-                let ids = batch.column_by_name(id_column).and_then(|c| c.as_any().downcast_ref::<StringArray>());
-                let rows = batch.column_by_name(ROW_ADDRESS_COLUMN).and_then(|c| c.as_any().downcast_ref::<UInt64Array>());
-                let (Some(ids), Some(rows)) = (ids, rows) else {
-                    return Err(EngineError::Storage("a key run's scan gave no ids or row addresses".into()));
-                };
+                let (ids, rows) = ids_and_addresses(&batch, id_column)?;
                 for (id, address) in ids.iter().zip(rows.values()) {
                     // `_id` is required: a null is a row that was never written.
                     let Some(id) = id else { continue };
@@ -260,29 +267,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn run_of(ids: &[(&str, u64)]) -> KeyRun {
-        let (mut bytes, mut starts, mut addresses) = (Vec::new(), vec![0], Vec::new());
-        for (id, address) in ids {
-            bytes.extend_from_slice(id.as_bytes());
-            starts.push(bytes.len());
-            addresses.push(*address);
-        }
-        KeyRun { fragments: RoaringBitmap::new(), bytes, starts, addresses }.sorted()
-    }
-
     proptest! {
         /// A run finds exactly the rows a linear scan finds, duplicates included.
         #[test]
         fn finds_what_a_scan_finds(
-            stored in proptest::collection::vec(("[a-d]{0,3}", 0u64..1_000), 0..200),
+            stored in proptest::collection::vec("[a-d]{0,3}", 0..200),
             wanted in proptest::collection::btree_set("[a-d]{0,3}", 0..40),
+            fragment in 0u64..4,
         ) {
-            let pairs: Vec<(&str, u64)> = stored.iter().map(|(id, a)| (id.as_str(), *a)).collect();
-            let run = run_of(&pairs);
+            let run = KeyRun::of_rows(stored.iter().map(String::as_str));
             let sorted: Vec<&[u8]> = wanted.iter().map(|id| id.as_bytes()).collect();
             let mut found = RoaringTreemap::new();
-            run.find_sorted(&sorted, 0, &mut found);
-            let expected: RoaringTreemap = pairs.iter().filter(|(id, _)| wanted.contains(*id)).map(|(_, a)| *a).collect();
+            run.find_sorted(&sorted, fragment << 32, &mut found);
+            let expected: RoaringTreemap =
+                stored.iter().enumerate().filter(|(_, id)| wanted.contains(*id)).map(|(offset, _)| fragment << 32 | offset as u64).collect();
             prop_assert_eq!(found, expected);
         }
     }

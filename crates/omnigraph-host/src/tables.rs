@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use lance::datatypes::BlobHandling;
@@ -26,7 +26,7 @@ use lance_index::scalar::{SargableQuery, ScalarIndexParams};
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::keys::{KeyRun, KeyRuns, ROW_ADDRESS_COLUMN};
+use crate::keys::{KeyRun, KeyRuns, ids_and_addresses};
 use crate::limits::{
     COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS, MIN_SMALL_FRAGMENTS_BEFORE_COVERING,
@@ -289,10 +289,8 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     scan.with_fragments(unanswered).project(&[ID_COLUMN])?.with_row_address();
     let mut stream = scan.try_into_stream().await?;
     while let Some(batch) = stream.try_next().await? {
-        let column = batch.column_by_name(ROW_ADDRESS_COLUMN).ok_or_else(|| EngineError::Storage("no row addresses".into()))?;
-        let addresses = column.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| EngineError::Storage("row addresses are not u64".into()))?;
-        let stored = batch.column_by_name(ID_COLUMN).expect("projected");
-        for (row, id) in stored.as_any().downcast_ref::<StringArray>().expect("string ids").iter().enumerate() {
+        let (stored, addresses) = ids_and_addresses(&batch, ID_COLUMN)?;
+        for (row, id) in stored.iter().enumerate() {
             if id.is_some_and(|id| wanted.contains(id)) {
                 found.insert(addresses.value(row));
             }
@@ -521,7 +519,7 @@ fn fragment_rows(fragment: &lance::dataset::fragment::FileFragment) -> u64 {
 }
 
 /// The fragments any of `segments` (index segments) covers.
-fn covered_fragments<'a>(segments: impl IntoIterator<Item = &'a IndexMetadata>) -> roaring::RoaringBitmap {
+pub fn covered_fragments<'a>(segments: impl IntoIterator<Item = &'a IndexMetadata>) -> roaring::RoaringBitmap {
     let mut covered = roaring::RoaringBitmap::new();
     for segment in segments {
         covered |= segment.fragment_bitmap.clone().unwrap_or_default();

@@ -279,20 +279,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
     assert_eq!(compacted.maintenance.as_deref(), Some("compact small fragments"));
 
     // Hold the step once its fold is built, until the load below is done.
-    let (entered, held) = std::sync::mpsc::channel::<()>();
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    let released = std::sync::Mutex::new(released);
-    let entered = std::sync::Mutex::new(entered);
-    fail::cfg_callback("step-prepared", move || {
-        entered.lock().unwrap().send(()).unwrap();
-        released.lock().unwrap().recv().unwrap();
-    })
-    .unwrap();
-    let maintaining = graph.clone();
-    let step = tokio::spawn(async move { maintaining.maintain_step().await });
-    tokio::task::spawn_blocking(move || held.recv_timeout(Duration::from_secs(120)).expect("the fold was built"))
-        .await
-        .unwrap();
+    let (step, release) = hold_a_step_once_prepared(&graph).await;
     let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &person("During", 3))).await;
     release.send(()).unwrap();
     fail::remove("step-prepared");
@@ -339,20 +326,7 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     load(&graph, "main", Mode::Merge, &earlier).await.unwrap();
     let before = layout(&graph, TableKind::Node, "Person").await.0;
 
-    let (entered, held) = std::sync::mpsc::channel::<()>();
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    let released = std::sync::Mutex::new(released);
-    let entered = std::sync::Mutex::new(entered);
-    fail::cfg_callback("step-prepared", move || {
-        entered.lock().unwrap().send(()).unwrap();
-        released.lock().unwrap().recv().unwrap();
-    })
-    .unwrap();
-    let maintaining = graph.clone();
-    let step = tokio::spawn(async move { maintaining.maintain_step().await });
-    tokio::task::spawn_blocking(move || held.recv_timeout(Duration::from_secs(120)).expect("the compaction was built"))
-        .await
-        .unwrap();
+    let (step, release) = hold_a_step_once_prepared(&graph).await;
     // Rows 3 and 7 of every small fragment replaced, one new row.
     let replaced: String = (0..fragments).flat_map(|f| [3, 7].map(|i| person(&format!("p{f}-{i}"), 2))).chain([person("During", 2)]).collect();
     let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &replaced)).await;
@@ -381,4 +355,28 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     }
     assert_heads_published(&graph).await;
     scenario.teardown();
+}
+
+/// Starts a maintenance step and holds it at `step-prepared` (built off the
+/// lock, not committed) until `release` is sent; returns once it is held.
+/// The caller removes the failpoint after releasing it.
+#[cfg(feature = "failpoints")]
+async fn hold_a_step_once_prepared(
+    graph: &Arc<Graph>,
+) -> (tokio::task::JoinHandle<Result<Option<omnigraph_host::manifest::Commit>, omnigraph_host::EngineError>>, std::sync::mpsc::Sender<()>) {
+    let (entered, held) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let entered = std::sync::Mutex::new(entered);
+    fail::cfg_callback("step-prepared", move || {
+        entered.lock().unwrap().send(()).unwrap();
+        released.lock().unwrap().recv().unwrap();
+    })
+    .unwrap();
+    let maintaining = graph.clone();
+    let step = tokio::spawn(async move { maintaining.maintain_step().await });
+    tokio::task::spawn_blocking(move || held.recv_timeout(Duration::from_secs(120)).expect("the step was built"))
+        .await
+        .unwrap();
+    (step, release)
 }

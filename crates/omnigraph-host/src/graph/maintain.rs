@@ -271,7 +271,7 @@ impl Graph {
                     built = tables::keep_fragment_run(&ds, &self.key_runs).await?;
                 }
                 // A fragment a segment covers is answered by the segment's run.
-                let covered: roaring::RoaringBitmap = segments.iter().filter_map(|s| s.fragment_bitmap.clone()).fold(Default::default(), |all, b| all | b);
+                let covered = tables::covered_fragments(&segments);
                 fragments.extend(ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).map(|f| f.metadata().clone()));
                 listed.extend(segments);
             }
