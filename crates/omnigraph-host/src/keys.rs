@@ -190,10 +190,17 @@ impl KeyRun {
 /// The runs this process holds: a segment's by its uuid, a fragment's (one
 /// no segment covers yet) by its data file, whose name is unique and whose
 /// rows never change.
-#[derive(Default)]
 pub struct KeyRuns {
     segments: Mutex<HashMap<u128, Arc<KeyRun>>>,
     fragments: Mutex<HashMap<String, Arc<KeyRun>>>,
+    /// Rows the runs may hold in all ([`MAX_KEY_RUN_ROWS`] but in tests).
+    max_rows: u64,
+}
+
+impl Default for KeyRuns {
+    fn default() -> KeyRuns {
+        KeyRuns::holding_at_most(MAX_KEY_RUN_ROWS)
+    }
 }
 
 /// The data file a fragment's run is kept under (fragments of one file only).
@@ -205,6 +212,10 @@ fn fragment_key(fragment: &Fragment) -> Option<&str> {
 }
 
 impl KeyRuns {
+    pub fn holding_at_most(max_rows: u64) -> KeyRuns {
+        KeyRuns { segments: Mutex::default(), fragments: Mutex::default(), max_rows }
+    }
+
     /// The runs of `segments`, if every one has a run.
     pub fn of(&self, segments: &[&IndexMetadata]) -> Option<Vec<Arc<KeyRun>>> {
         let runs = self.segments.lock().expect("key runs");
@@ -221,14 +232,33 @@ impl KeyRuns {
         (Some(run.len()) == fragment.physical_rows).then_some(run)
     }
 
-    /// Whether runs of `rows` more rows fit under [`MAX_KEY_RUN_ROWS`].
-    pub fn room_for(&self, rows: u64) -> bool {
-        self.rows() as u64 + rows <= MAX_KEY_RUN_ROWS
+    /// Whether runs of `rows` more rows fit under the bound once the runs
+    /// of `replaced` rows are dropped.
+    pub fn room_for(&self, rows: u64, replaced: u64) -> bool {
+        (self.rows() as u64).saturating_sub(replaced) + rows <= self.max_rows
     }
 
-    /// Keeps `run` for `segment` if it fits; whether it was kept.
-    pub fn insert(&self, segment: &IndexMetadata, run: KeyRun) -> bool {
-        if !self.room_for(run.len() as u64) {
+    /// Rows of the runs a segment over the fragments `covered` names (of
+    /// `fragments`, a version's) replaces: those of the segments it absorbs
+    /// (a fold's) and of the fragments it covers. Both are dropped once no
+    /// head lists them, so a fold's run counts against the bound only for
+    /// rows no run held; until then the runs hold up to twice the bound.
+    pub fn rows_replaced(&self, covered: &RoaringBitmap, fragments: &[Fragment]) -> u64 {
+        let segments: usize =
+            self.segments.lock().expect("key runs").values().filter(|run| run.fragments.is_subset(covered)).map(|run| run.len()).sum();
+        let fragment_runs: usize = fragments
+            .iter()
+            .filter(|fragment| covered.contains(fragment.id as u32))
+            .filter_map(|fragment| self.of_fragment(fragment))
+            .map(|run| run.len())
+            .sum();
+        (segments + fragment_runs) as u64
+    }
+
+    /// Keeps `run` for `segment` if it fits once the runs of `replaced`
+    /// rows are dropped; whether it was kept.
+    pub fn insert(&self, segment: &IndexMetadata, run: KeyRun, replaced: u64) -> bool {
+        if !self.room_for(run.len() as u64, replaced) {
             return false;
         }
         self.segments.lock().expect("key runs").insert(segment.uuid.as_u128(), Arc::new(run));
@@ -239,7 +269,7 @@ impl KeyRuns {
     /// whether it was kept.
     pub fn insert_fragment(&self, fragment: &Fragment, run: KeyRun) -> bool {
         let Some(key) = fragment_key(fragment) else { return false };
-        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64) {
+        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64, 0) {
             return false;
         }
         self.fragments.lock().expect("key runs").insert(key.to_owned(), Arc::new(run));

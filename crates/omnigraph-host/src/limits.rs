@@ -35,6 +35,8 @@ pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 /// Rows the key runs of one process hold in all (src/keys.rs), about
 /// 16 bytes plus the id's length each: 8M rows of 16-byte ids are ~256 MiB.
 /// A segment whose run would not fit is looked up through Lance's index.
+/// A fold's run counts net of the runs it absorbs (dropped at its publish),
+/// so while a fold is built and published the runs hold up to twice this.
 pub const MAX_KEY_RUN_ROWS: u64 = 8 * 1024 * 1024;
 
 /// An index fold merges the new rows with the newest segments while each

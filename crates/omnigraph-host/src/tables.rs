@@ -333,7 +333,7 @@ pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool,
     let covered = covered_fragments(live_id_segments(ds, &ds.load_indices().await?));
     for fragment in ds.get_fragments() {
         let metadata = fragment.metadata();
-        if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata).is_some() || !key_runs.room_for(fragment_rows(&fragment)) {
+        if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata).is_some() || !key_runs.room_for(fragment_rows(&fragment), 0) {
             continue;
         }
         let run = KeyRun::build(ds, ID_COLUMN, &[fragment.id() as u32].into_iter().collect()).await?.into_fragment_run();
@@ -354,10 +354,11 @@ pub async fn id_segments(ds: &Dataset) -> Result<Vec<IndexMetadata>, EngineError
 pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyRuns) -> Result<bool, EngineError> {
     let covered = segment.fragment_bitmap.clone().unwrap_or_default();
     let rows: u64 = ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(fragment_rows).sum();
-    if !key_runs.room_for(rows) {
+    let replaced = key_runs.rows_replaced(&covered, ds.manifest().fragments.as_slice());
+    if !key_runs.room_for(rows, replaced) {
         return Ok(false);
     }
-    Ok(key_runs.insert(segment, KeyRun::build(ds, ID_COLUMN, &covered).await?))
+    Ok(key_runs.insert(segment, KeyRun::build(ds, ID_COLUMN, &covered).await?, replaced))
 }
 
 /// The candidates that are live rows of `ds`, per fragment (in fragment id
@@ -834,6 +835,30 @@ mod tests {
         let by_index = answer(&later, &wanted, &KeyRuns::default()).await;
         assert_eq!(by_index.1, 3);
         assert_eq!(answer(&later, &wanted, &runs).await, by_index);
+    }
+
+    /// A fold's run fits where the runs it replaces fit: it is counted
+    /// against the bound net of the segment and fragment runs it absorbs,
+    /// which are dropped once the fold is published.
+    #[tokio::test]
+    async fn a_folds_run_replaces_the_runs_it_absorbs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, mut ds) = table_with_deletions(dir.path()).await;
+        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
+        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
+        ds.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
+        // Exactly room for what the table holds: a segment run of 20 rows
+        // (fragments a and c) and a fragment run of 10 (d).
+        let runs = KeyRuns::holding_at_most(30);
+        assert!(keep_key_run(&ds, &id_segments(&ds).await.unwrap()[0], &runs).await.unwrap());
+        assert!(keep_fragment_run(&ds, &runs).await.unwrap());
+        assert_eq!(runs.rows(), 30);
+        let fold = prepare_fold(&ds, &index_name(ID_COLUMN)).await.unwrap();
+        let [merged] = fold.segments.as_slice() else { panic!("one segment: {}", fold.segments.len()) };
+        fold.warm_key_runs(&ds, &runs).await.unwrap();
+        assert!(runs.has(&merged.segment), "the fold's run is built before its publish");
+        assert_eq!(runs.rows(), 60, "until the publish, both are held");
     }
 
     #[test]
