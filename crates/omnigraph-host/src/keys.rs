@@ -4,8 +4,9 @@
 //! Lance's BTree answers an `IsIn` of a batch's ids by evaluating the list
 //! against every row of every page a key falls in, so a merge of spread ids
 //! costs O(table). A key run holds, for one segment of the `_id` index, the
-//! `(id, row address)` pairs of the fragments it covers, sorted by id; a
-//! merge walks its sorted ids through each run, O(batch × log table).
+//! `(id, row address)` pairs of the fragments it covers, sorted by the id's
+//! hash and bucketed on its top bits; a merge reads one bucket per id and
+//! run, O(batch) per run.
 //!
 //! A run is as safe to use as the segment it mirrors, for every version
 //! that lists the segment: a fragment's rows never change (deletions live in
@@ -35,11 +36,11 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
 use futures::TryStreamExt;
 use lance::Dataset;
-use lance::table::format::{Fragment, IndexMetadata};
+use lance::table::format::{DeletionFile, Fragment, IndexMetadata};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
 use crate::error::EngineError;
-use crate::limits::MAX_KEY_RUN_ROWS;
+use crate::limits::{KEY_LOOKUP_THREADS, MAX_KEY_RUN_ROWS};
 
 /// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
 const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
@@ -55,18 +56,44 @@ pub fn ids_and_addresses<'a>(batch: &'a RecordBatch, id_column: &str) -> Result<
     }
 }
 
-/// One segment's ids, sorted, with the address of the row holding each
-/// (an id appears once per stored row: a replaced row and its replacement
-/// can both be covered).
+/// One segment's ids, sorted by their hash, with the address of the row
+/// holding each (an id appears once per stored row: a replaced row and its
+/// replacement can both be covered).
 pub struct KeyRun {
     /// The fragments whose rows (deleted ones included) the run holds.
     fragments: RoaringBitmap,
-    /// The ids' bytes, back to back in sorted order.
+    /// Each id's [`id_hash`], ascending: a lookup reads these and an id's
+    /// bytes only where its hash matches.
+    hashes: Vec<u64>,
+    /// Where the hashes whose top bits are `b` start, for every `b`, and
+    /// one past the last: a lookup reads one bucket (a few hashes) instead
+    /// of searching, so its memory reads do not wait on each other.
+    buckets: Vec<u32>,
+    /// The bits a hash is shifted right by to give its bucket.
+    bucket_shift: u32,
+    /// The ids' bytes, back to back in the order of `hashes`.
     bytes: Vec<u8>,
     /// Where each id starts in `bytes`, and one past the last.
     starts: Vec<usize>,
     /// The row address of each id.
     addresses: Vec<u64>,
+}
+
+/// The hash a run is ordered by. Collisions cost a comparison, never an
+/// answer: a match is confirmed on the id's bytes.
+fn id_hash(id: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same in every run of this process.
+    let mut hasher = std::hash::DefaultHasher::new();
+    id.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A merge's ids as runs are searched: with their hashes, in hash order.
+pub fn by_hash<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<(u64, &'a [u8])> {
+    let mut keys: Vec<(u64, &[u8])> = ids.into_iter().map(|id| (id_hash(id.as_bytes()), id.as_bytes())).collect();
+    keys.sort_unstable();
+    keys
 }
 
 impl KeyRun {
@@ -76,7 +103,7 @@ impl KeyRun {
         let present: Vec<_> =
             ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
         let fragments: RoaringBitmap = present.iter().map(|f| f.id as u32).collect();
-        let (mut bytes, mut starts, mut addresses) = (Vec::new(), vec![0], Vec::new());
+        let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
         if !present.is_empty() {
             let mut scan = ds.scan();
             scan.with_fragments(present).project(&[id_column])?.with_row_id().with_row_address().include_deleted_rows();
@@ -86,29 +113,41 @@ impl KeyRun {
                 for (id, address) in ids.iter().zip(rows.values()) {
                     // `_id` is required: a null is a row that was never written.
                     let Some(id) = id else { continue };
+                    hashes.push(id_hash(id.as_bytes()));
                     bytes.extend_from_slice(id.as_bytes());
                     starts.push(bytes.len());
                     addresses.push(*address);
                 }
             }
         }
-        let unsorted = KeyRun { fragments, bytes, starts, addresses };
-        tokio::task::spawn_blocking(move || unsorted.sorted())
+        tokio::task::spawn_blocking(move || KeyRun::sorted(fragments, hashes, bytes, starts, addresses))
             .await
             .map_err(|e| EngineError::Storage(format!("sorting a key run: {e}")))
     }
 
-    fn sorted(self) -> KeyRun {
-        let mut order: Vec<usize> = (0..self.len()).collect();
-        order.sort_unstable_by(|&a, &b| self.id(a).cmp(self.id(b)));
-        let (mut bytes, mut starts) = (Vec::with_capacity(self.bytes.len()), Vec::with_capacity(self.starts.len()));
-        starts.push(0);
+    /// The run of ids given in any order (`hashes`, `starts` and `addresses`
+    /// index them alike).
+    fn sorted(fragments: RoaringBitmap, hashes: Vec<u64>, bytes: Vec<u8>, starts: Vec<usize>, addresses: Vec<u64>) -> KeyRun {
+        let id = |i: usize| &bytes[starts[i]..starts[i + 1]];
+        let mut order: Vec<usize> = (0..addresses.len()).collect();
+        order.sort_unstable_by_key(|&i| hashes[i]);
+        let (mut sorted_bytes, mut sorted_starts) = (Vec::with_capacity(bytes.len()), Vec::with_capacity(starts.len()));
+        sorted_starts.push(0);
         for &i in &order {
-            bytes.extend_from_slice(self.id(i));
-            starts.push(bytes.len());
+            sorted_bytes.extend_from_slice(id(i));
+            sorted_starts.push(sorted_bytes.len());
         }
-        let addresses = order.iter().map(|&i| self.addresses[i]).collect();
-        KeyRun { fragments: self.fragments, bytes, starts, addresses }
+        let sorted_hashes: Vec<u64> = order.iter().map(|&i| hashes[i]).collect();
+        let (buckets, bucket_shift) = bucketed(&sorted_hashes);
+        KeyRun {
+            fragments,
+            hashes: sorted_hashes,
+            buckets,
+            bucket_shift,
+            bytes: sorted_bytes,
+            starts: sorted_starts,
+            addresses: order.iter().map(|&i| addresses[i]).collect(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -128,18 +167,17 @@ impl KeyRun {
         &self.bytes[self.starts[i]..self.starts[i + 1]]
     }
 
-    /// Adds to `found` the address of every row whose id is one of `sorted`
-    /// (ascending), each plus `base` (a fragment run's fragment, shifted; 0
-    /// for a segment's run). One pass: each id's place is galloped to from
-    /// the previous one, so a batch costs O(batch × log(run / batch)).
-    pub fn find_sorted(&self, sorted: &[&[u8]], base: u64, found: &mut RoaringTreemap) {
-        let mut from = 0;
-        for &key in sorted {
-            from = self.lower_bound_from(from, key);
-            let mut i = from;
-            while i < self.len() && self.id(i) == key {
-                found.insert(base | self.addresses[i]);
-                i += 1;
+    /// Adds to `found` the address of every row whose id is one of `keys`
+    /// (as [`by_hash`] gives them: in hash order, so the buckets are read
+    /// front to back), each plus `base` (a fragment run's fragment,
+    /// shifted; 0 for a segment's run). O(1) per key.
+    pub fn find_sorted(&self, keys: &[(u64, &[u8])], base: u64, found: &mut RoaringTreemap) {
+        for &(hash, key) in keys {
+            let bucket = (hash >> self.bucket_shift) as usize;
+            for i in self.buckets[bucket] as usize..self.buckets[bucket + 1] as usize {
+                if self.hashes[i] == hash && self.id(i) == key {
+                    found.insert(base | self.addresses[i]);
+                }
             }
         }
     }
@@ -147,13 +185,14 @@ impl KeyRun {
     /// The run of one fragment whose rows hold `ids`, in row order (a batch
     /// as it was just written): addresses are row offsets.
     pub fn of_rows<'a>(ids: impl IntoIterator<Item = &'a str>) -> KeyRun {
-        let (mut bytes, mut starts, mut addresses) = (Vec::new(), vec![0], Vec::new());
+        let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
         for (offset, id) in ids.into_iter().enumerate() {
+            hashes.push(id_hash(id.as_bytes()));
             bytes.extend_from_slice(id.as_bytes());
             starts.push(bytes.len());
             addresses.push(offset as u64);
         }
-        KeyRun { fragments: RoaringBitmap::new(), bytes, starts, addresses }.sorted()
+        KeyRun::sorted(RoaringBitmap::new(), hashes, bytes, starts, addresses)
     }
 
     /// This run of one fragment with row offsets for addresses, so it
@@ -164,35 +203,63 @@ impl KeyRun {
         self
     }
 
-    /// The first index at or after `from` whose id is not below `key`.
-    fn lower_bound_from(&self, from: usize, key: &[u8]) -> usize {
-        let n = self.len();
-        // Every index below `low` holds an id below `key`.
-        let (mut low, mut high, mut step) = (from, from, 1);
-        while high < n && self.id(high) < key {
-            low = high + 1;
-            high += step;
-            step *= 2;
-        }
-        let mut high = high.min(n);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if self.id(mid) < key {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        low
-    }
 }
 
-/// The runs this process holds: a segment's by its uuid, a fragment's (one
-/// no segment covers yet) by its data file, whose name is unique and whose
-/// rows never change.
+/// Adds up what [`KeyRun::find_sorted`] finds in each of `runs` (each with
+/// its base), the runs dealt out to [`KEY_LOOKUP_THREADS`] threads: a probe
+/// is a cache miss more than work, so the misses of two cores overlap.
+pub fn find_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) -> RoaringTreemap {
+    let find = |share: usize| {
+        let mut found = RoaringTreemap::new();
+        for (run, base) in runs.iter().skip(share).step_by(KEY_LOOKUP_THREADS) {
+            run.find_sorted(keys, *base, &mut found);
+        }
+        found
+    };
+    if runs.len() < 2 {
+        return find(0);
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> = (1..KEY_LOOKUP_THREADS).map(|share| scope.spawn(move || find(share))).collect();
+        others.into_iter().fold(find(0), |found, other| found | other.join().expect("a key lookup thread"))
+    })
+}
+
+/// Hashes per bucket a run aims at: one or two cache lines per lookup.
+const HASHES_PER_BUCKET: usize = 4;
+
+/// The bucket starts of `hashes` (ascending) and the shift that gives a
+/// hash's bucket: 2^k buckets for the top k bits, about
+/// [`HASHES_PER_BUCKET`] hashes each (4 bytes per bucket).
+fn bucketed(hashes: &[u64]) -> (Vec<u32>, u32) {
+    assert!(u32::try_from(hashes.len()).is_ok(), "a run holds fewer than 2^32 rows");
+    let bits = (hashes.len() / HASHES_PER_BUCKET).max(2).next_power_of_two().trailing_zeros();
+    let shift = u64::BITS - bits;
+    let mut buckets = Vec::with_capacity((1 << bits) + 1);
+    let mut next = 0;
+    for bucket in 0..1u64 << bits {
+        while next < hashes.len() && hashes[next] >> shift < bucket {
+            next += 1;
+        }
+        buckets.push(next as u32);
+    }
+    buckets.push(hashes.len() as u32);
+    (buckets, shift)
+}
+
+/// What this process keeps for its merges: runs, a segment's by its uuid, a
+/// fragment's (one no segment covers yet) by its data file, whose name is
+/// unique and whose rows never change; and the newest deletion vector its
+/// merges wrote for a fragment, so the next merge that touches the fragment
+/// reads it from memory, not from the store (Lance's cache holds only the
+/// vectors it read).
 pub struct KeyRuns {
     segments: Mutex<HashMap<u128, Arc<KeyRun>>>,
     fragments: Mutex<HashMap<String, Arc<KeyRun>>>,
+    /// By data file: the deletion file written and the rows it deletes. A
+    /// fragment whose version names another deletion file (another host's,
+    /// an older version's) is read from the store.
+    deletions: Mutex<HashMap<String, (DeletionFile, Arc<RoaringBitmap>)>>,
     /// Rows the runs may hold in all ([`MAX_KEY_RUN_ROWS`] but in tests).
     max_rows: u64,
 }
@@ -213,7 +280,7 @@ fn fragment_key(fragment: &Fragment) -> Option<&str> {
 
 impl KeyRuns {
     pub fn holding_at_most(max_rows: u64) -> KeyRuns {
-        KeyRuns { segments: Mutex::default(), fragments: Mutex::default(), max_rows }
+        KeyRuns { segments: Mutex::default(), fragments: Mutex::default(), deletions: Mutex::default(), max_rows }
     }
 
     /// The runs of `segments`, if every one has a run.
@@ -276,13 +343,38 @@ impl KeyRuns {
         true
     }
 
-    /// Drops the runs of segments and fragments no head lists (folded or
-    /// compacted away, or of a branch deleted since).
-    pub fn retain<'a>(&self, segments: impl IntoIterator<Item = &'a IndexMetadata>, fragments: impl IntoIterator<Item = &'a Fragment>) {
+    /// The rows `fragment` deletes, if this process wrote the deletion file
+    /// its version names.
+    pub fn deleted_rows(&self, fragment: &Fragment) -> Option<Arc<RoaringBitmap>> {
+        let file = fragment.deletion_file.as_ref()?;
+        let deletions = self.deletions.lock().expect("key runs");
+        let (written, rows) = deletions.get(fragment_key(fragment)?)?;
+        (written == file).then(|| rows.clone())
+    }
+
+    /// Keeps the deletion vector just written for `fragment` (whose
+    /// metadata names its deletion file).
+    pub fn keep_deletions(&self, fragment: &Fragment, rows: Arc<RoaringBitmap>) {
+        if let (Some(key), Some(file)) = (fragment_key(fragment), fragment.deletion_file.clone()) {
+            self.deletions.lock().expect("key runs").insert(key.to_owned(), (file, rows));
+        }
+    }
+
+    /// Drops the runs of segments and of uncovered fragments no head lists
+    /// (folded or compacted away, or of a branch deleted since), and the
+    /// deletion vectors of fragments no head lists at all.
+    pub fn retain<'a>(
+        &self,
+        segments: impl IntoIterator<Item = &'a IndexMetadata>,
+        uncovered: impl IntoIterator<Item = &'a Fragment>,
+        listed: impl IntoIterator<Item = &'a Fragment>,
+    ) {
         let segments: HashSet<u128> = segments.into_iter().map(|segment| segment.uuid.as_u128()).collect();
         self.segments.lock().expect("key runs").retain(|segment, _| segments.contains(segment));
-        let fragments: HashSet<&str> = fragments.into_iter().filter_map(fragment_key).collect();
-        self.fragments.lock().expect("key runs").retain(|file, _| fragments.contains(file.as_str()));
+        let uncovered: HashSet<&str> = uncovered.into_iter().filter_map(fragment_key).collect();
+        self.fragments.lock().expect("key runs").retain(|file, _| uncovered.contains(file.as_str()));
+        let listed: HashSet<&str> = listed.into_iter().filter_map(fragment_key).collect();
+        self.deletions.lock().expect("key runs").retain(|file, _| listed.contains(file.as_str()));
     }
 
     /// How many rows the runs hold in all.
@@ -301,14 +393,13 @@ mod tests {
         /// A run finds exactly the rows a linear scan finds, duplicates included.
         #[test]
         fn finds_what_a_scan_finds(
-            stored in proptest::collection::vec("[a-d]{0,3}", 0..200),
+            stored in proptest::collection::vec("[a-d]{0,3}", 0..1000),
             wanted in proptest::collection::btree_set("[a-d]{0,3}", 0..40),
             fragment in 0u64..4,
         ) {
             let run = KeyRun::of_rows(stored.iter().map(String::as_str));
-            let sorted: Vec<&[u8]> = wanted.iter().map(|id| id.as_bytes()).collect();
             let mut found = RoaringTreemap::new();
-            run.find_sorted(&sorted, fragment << 32, &mut found);
+            run.find_sorted(&by_hash(wanted.iter().map(String::as_str)), fragment << 32, &mut found);
             let expected: RoaringTreemap =
                 stored.iter().enumerate().filter(|(_, id)| wanted.contains(*id)).map(|(offset, _)| fragment << 32 | offset as u64).collect();
             prop_assert_eq!(found, expected);

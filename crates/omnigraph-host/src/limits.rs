@@ -33,11 +33,15 @@ pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
 pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
 /// Rows the key runs of one process hold in all (src/keys.rs), about
-/// 16 bytes plus the id's length each: 8M rows of 16-byte ids are ~256 MiB.
+/// 24 bytes plus the id's length each: 8M rows of 16-byte ids are ~320 MiB.
 /// A segment whose run would not fit is looked up through Lance's index.
 /// A fold's run counts net of the runs it absorbs (dropped at its publish),
 /// so while a fold is built and published the runs hold up to twice this.
 pub const MAX_KEY_RUN_ROWS: u64 = 8 * 1024 * 1024;
+
+/// Threads a merge's lookup in the key runs is dealt out to (the machine
+/// this is tuned for has two cores).
+pub const KEY_LOOKUP_THREADS: usize = 2;
 
 /// An index fold merges the new rows with the newest segments while each
 /// is at most this many times the rows gathered so far (size-tiered):
@@ -46,7 +50,7 @@ pub const FOLD_TIER_RATIO: u64 = 2;
 
 /// Deletion vectors a merge reads and rewrites at once (one per fragment
 /// holding rows the batch replaces): I/O in flight, not CPU.
-pub const DELETION_WRITES_IN_FLIGHT: usize = 8;
+pub const DELETION_WRITES_IN_FLIGHT: usize = 32;
 
 /// Ids per `IN (…)` filter of a stateful check: bounds one query's size.
 pub const LOOKUP_CHUNK: usize = 4_096;

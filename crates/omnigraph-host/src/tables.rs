@@ -164,8 +164,8 @@ async fn stage_upsert(
     let rows = batch.num_rows() as u64;
     let id_column = batch.column_by_name(ID_COLUMN).expect("id column").clone();
     let ids: Vec<&str> = strings(&id_column).collect();
-    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, key_runs).await?).await?;
-    let replaced_rows: u64 = replaced.iter().map(|(_, _, rows)| rows.len()).sum();
+    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, key_runs).await?, key_runs).await?;
+    let replaced_rows: u64 = replaced.iter().map(|fragment| fragment.rows.len()).sum();
     if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
         // The checks found no stored id on this very version: only a writer
         // that bypassed the lease can have added one.
@@ -188,14 +188,19 @@ async fn stage_upsert(
         return Err(EngineError::Storage("an append staged something else".into()));
     };
     let mut affected = roaring::RoaringTreemap::new();
-    for (id, _, rows) in &replaced {
-        affected.append(rows.iter().map(|offset| (*id as u64) << 32 | offset as u64)).expect("addresses ascend");
+    for replaced in &replaced {
+        let id = replaced.fragment.id() as u64;
+        affected.append(replaced.rows.iter().map(|offset| id << 32 | offset as u64)).expect("addresses ascend");
     }
-    let changes: Vec<(u64, Option<lance::table::format::Fragment>)> = futures::stream::iter(replaced)
-        .map(|(fragment_id, fragment, rows)| async move {
-            // `None`: every row of the fragment is deleted now.
-            let kept = fragment.extend_deletions(rows).await?;
-            Ok::<_, EngineError>((fragment_id as u64, kept.map(|f| f.metadata().clone())))
+    let store = dataset.object_store(None).await?;
+    let changes: Vec<(u64, Option<Fragment>)> = futures::stream::iter(replaced)
+        .map(|replaced| {
+            let (dataset, store) = (&dataset, &store);
+            async move {
+                let id = replaced.fragment.id() as u64;
+                // `None`: every row of the fragment is deleted now.
+                Ok::<_, EngineError>((id, write_deletions(dataset, store, replaced, key_runs).await?))
+            }
         })
         .buffer_unordered(DELETION_WRITES_IN_FLIGHT)
         .try_collect()
@@ -247,15 +252,16 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     // (an index made on an empty table covers none yet).
     let indices = ds.load_indices().await?;
     let segments = live_id_segments(ds, &indices);
-    let mut sorted: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
-    sorted.sort_unstable();
+    let sorted = crate::keys::by_hash(ids.iter().copied());
+    // The runs that answer, each with the base its addresses are relative to.
+    let mut searched = Vec::new();
     let answered = if segments.is_empty() {
         roaring::RoaringBitmap::new()
     } else if let Some(runs) = key_runs.of(&segments) {
         let mut answered = roaring::RoaringBitmap::new();
         for run in runs {
-            run.find_sorted(&sorted, 0, &mut found);
             answered |= run.fragments();
+            searched.push((run, 0));
         }
         answered
     } else {
@@ -277,10 +283,11 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     let mut unanswered = Vec::new();
     for fragment in ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)) {
         match key_runs.of_fragment(fragment.metadata()) {
-            Some(run) => run.find_sorted(&sorted, (fragment.id() as u64) << 32, &mut found),
+            Some(run) => searched.push((run, (fragment.id() as u64) << 32)),
             None => unanswered.push(fragment.metadata().clone()),
         }
     }
+    found |= crate::keys::find_in_runs(&searched, &sorted);
     if unanswered.is_empty() {
         return Ok(found);
     }
@@ -361,30 +368,71 @@ pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyR
     Ok(key_runs.insert(segment, KeyRun::build(ds, ID_COLUMN, &covered).await?, replaced))
 }
 
+/// A fragment a merge replaces rows of.
+struct Replaced {
+    fragment: FileFragment,
+    /// The live rows replaced.
+    rows: roaring::RoaringBitmap,
+    /// The rows its version deletes already.
+    deleted: Arc<roaring::RoaringBitmap>,
+}
+
 /// The candidates that are live rows of `ds`, per fragment (in fragment id
 /// order): rows already deleted, and fragments the version no longer has,
-/// are dropped.
-async fn live_rows(
-    ds: &Dataset,
-    candidates: roaring::RoaringTreemap,
-) -> Result<Vec<(u32, lance::dataset::fragment::FileFragment, roaring::RoaringBitmap)>, EngineError> {
+/// are dropped. A deletion vector this process wrote is taken from memory.
+async fn live_rows(ds: &Dataset, candidates: roaring::RoaringTreemap, key_runs: &KeyRuns) -> Result<Vec<Replaced>, EngineError> {
     let fragments: Vec<_> = candidates
         .bitmaps()
-        .filter_map(|(fragment_id, rows)| Some((fragment_id, ds.get_fragment(fragment_id as usize)?, rows.clone())))
+        .filter_map(|(fragment_id, rows)| Some((ds.get_fragment(fragment_id as usize)?, rows.clone())))
         .collect();
     // Deletion vectors are read concurrently, like they are written.
     futures::stream::iter(fragments)
-        .map(|(fragment_id, fragment, rows)| async move {
-            let rows: roaring::RoaringBitmap = match fragment.get_deletion_vector().await? {
-                Some(deleted) => rows.iter().filter(|offset| !deleted.contains(*offset)).collect(),
-                None => rows,
+        .map(|(fragment, rows)| async move {
+            let deleted = match key_runs.deleted_rows(fragment.metadata()) {
+                Some(deleted) => deleted,
+                None => Arc::new(fragment.get_deletion_vector().await?.map(|d| roaring::RoaringBitmap::from(d.as_ref())).unwrap_or_default()),
             };
-            Ok::<_, EngineError>((fragment_id, fragment, rows))
+            let rows = rows - deleted.as_ref();
+            Ok::<_, EngineError>(Replaced { fragment, rows, deleted })
         })
         .buffered(DELETION_WRITES_IN_FLIGHT)
-        .try_filter(|(_, _, rows)| std::future::ready(!rows.is_empty()))
+        .try_filter(|replaced| std::future::ready(!replaced.rows.is_empty()))
         .try_collect()
         .await
+}
+
+/// Writes the deletion vector of a fragment a merge replaces rows of, as
+/// Lance's `FileFragment::extend_deletions` writes it, and keeps it for the
+/// next merge ([`KeyRuns::deleted_rows`]); the fragment's new metadata, or
+/// `None` when no row of it is left.
+async fn write_deletions(
+    ds: &Dataset,
+    store: &lance::io::ObjectStore,
+    replaced: Replaced,
+    key_runs: &KeyRuns,
+) -> Result<Option<Fragment>, EngineError> {
+    let physical_rows = replaced.fragment.physical_rows().await? as u64;
+    let deleted = replaced.deleted.as_ref() | &replaced.rows;
+    if deleted.max().is_some_and(|offset| u64::from(offset) >= physical_rows) {
+        return Err(EngineError::Storage(format!(
+            "fragment {}: deleting rows past its {physical_rows} rows",
+            replaced.fragment.id()
+        )));
+    }
+    if deleted.len() == physical_rows {
+        return Ok(None);
+    }
+    let mut fragment = replaced.fragment.metadata().clone();
+    fragment.deletion_file = lance_table::io::deletion::write_deletion_file(
+        &ds.branch_location().path,
+        fragment.id,
+        ds.version().version,
+        &deleted.clone().into(),
+        store,
+    )
+    .await?;
+    key_runs.keep_deletions(&fragment, Arc::new(deleted));
+    Ok(Some(fragment))
 }
 
 /// Stages the replacement of a table's contents by every row of `from` (the
@@ -814,7 +862,7 @@ mod tests {
             let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
             let found = candidate_rows(ds, ids, runs).await.unwrap();
             let kept = found.iter().filter(|a| present.contains((a >> 32) as u32)).collect();
-            let live = live_rows(ds, found).await.unwrap().iter().map(|(_, _, rows)| rows.len()).sum();
+            let live = live_rows(ds, found, runs).await.unwrap().iter().map(|replaced| replaced.rows.len()).sum();
             (kept, live)
         }
         for (ds, candidates, live) in [(&after, 3, 2), (&before, 4, 4)] {

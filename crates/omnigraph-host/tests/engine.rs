@@ -62,6 +62,28 @@ async fn person_fragments(g: &omnigraph_host::Graph) -> Vec<(usize, usize)> {
     out
 }
 
+/// A merge takes a deletion vector from memory only if this process wrote
+/// the very deletion file the version names: after another host extended
+/// it, the store's is read, and the rows that host replaced stay deleted.
+#[tokio::test]
+async fn a_merge_reads_the_deletions_another_host_wrote() {
+    let dir = place().await;
+    let (first, second) = (init(&dir).await, reopen(&dir).await);
+    let names = ["Ada", "Bob", "Cy", "Di"];
+    load(&first, "main", Mode::Merge, &names.iter().map(|n| person(n, 1)).collect::<String>()).await.unwrap();
+    load(&first, "main", Mode::Merge, &person("Ada", 2)).await.unwrap();
+    load(&second, "main", Mode::Merge, &person("Bob", 2)).await.unwrap();
+    load(&first, "main", Mode::Merge, &person("Cy", 2)).await.unwrap();
+    assert_eq!(person_fragments(&first).await[0], (4, 3), "one vector holds both hosts' deletions");
+    let state = export(&first, "main", None).await;
+    for name in names {
+        let age = if name == "Di" { 1 } else { 2 };
+        let row = format!("{{\"type\":\"Person\",\"id\":\"{name}\",\"data\":{{\"name\":\"{name}\",\"age\":{age}}}}}");
+        assert_eq!(state.matches(&format!("\"id\":\"{name}\"")).count(), 1, "{state}");
+        assert!(state.contains(&row), "{state}");
+    }
+}
+
 #[tokio::test]
 async fn a_merge_deletes_the_rows_it_replaces_and_drops_fragments_it_empties() {
     let dir = place().await;

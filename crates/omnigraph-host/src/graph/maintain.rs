@@ -252,7 +252,7 @@ impl Graph {
     /// drops the runs no head lists any more; whether it built one. Not a
     /// graph commit: runs are this process's memory, not the graph's state.
     async fn warm_key_run(&self) -> Result<bool, EngineError> {
-        let (mut listed, mut fragments) = (Vec::new(), Vec::new());
+        let (mut listed_segments, mut uncovered, mut fragments) = (Vec::new(), Vec::new(), Vec::new());
         let mut built = false;
         for head in self.branches().await? {
             for def in &self.schema.types {
@@ -272,11 +272,12 @@ impl Graph {
                 }
                 // A fragment a segment covers is answered by the segment's run.
                 let covered = tables::covered_fragments(&segments);
-                fragments.extend(ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).map(|f| f.metadata().clone()));
-                listed.extend(segments);
+                uncovered.extend(ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).map(|f| f.metadata().clone()));
+                fragments.extend(ds.manifest().fragments.iter().cloned());
+                listed_segments.extend(segments);
             }
         }
-        self.key_runs.retain(&listed, &fragments);
+        self.key_runs.retain(&listed_segments, &uncovered, &fragments);
         Ok(built)
     }
 
