@@ -89,11 +89,23 @@ fn id_hash(id: &[u8]) -> u64 {
     hasher.finish()
 }
 
-/// A merge's ids as runs are searched: with their hashes, in hash order.
-pub fn by_hash<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<(u64, &'a [u8])> {
-    let mut keys: Vec<(u64, &[u8])> = ids.into_iter().map(|id| (id_hash(id.as_bytes()), id.as_bytes())).collect();
-    keys.sort_unstable();
-    keys
+/// A merge's ids, hashed once: in row order for the runs of the fragments
+/// the batch is written as ([`KeyRun::of_rows`]), and in hash order for the
+/// lookup ([`KeyRun::find_sorted`]).
+pub struct HashedIds<'a> {
+    /// Each row's id hash.
+    pub rows: Vec<u64>,
+    /// `(hash, id)` pairs, ascending.
+    pub sorted: Vec<(u64, &'a [u8])>,
+}
+
+impl<'a> HashedIds<'a> {
+    pub fn of(ids: &[&'a str]) -> HashedIds<'a> {
+        let rows: Vec<u64> = ids.iter().map(|id| id_hash(id.as_bytes())).collect();
+        let mut sorted: Vec<(u64, &[u8])> = rows.iter().zip(ids).map(|(&hash, id)| (hash, id.as_bytes())).collect();
+        sorted.sort_unstable();
+        HashedIds { rows, sorted }
+    }
 }
 
 impl KeyRun {
@@ -168,7 +180,7 @@ impl KeyRun {
     }
 
     /// Adds to `found` the address of every row whose id is one of `keys`
-    /// (as [`by_hash`] gives them: in hash order, so the buckets are read
+    /// (as [`HashedIds::sorted`] holds them: in hash order, so the buckets are read
     /// front to back), each plus `base` (a fragment run's fragment,
     /// shifted; 0 for a segment's run). O(1) per key.
     pub fn find_sorted(&self, keys: &[(u64, &[u8])], base: u64, found: &mut RoaringTreemap) {
@@ -183,16 +195,15 @@ impl KeyRun {
     }
 
     /// The run of one fragment whose rows hold `ids`, in row order (a batch
-    /// as it was just written): addresses are row offsets.
-    pub fn of_rows<'a>(ids: impl IntoIterator<Item = &'a str>) -> KeyRun {
-        let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
-        for (offset, id) in ids.into_iter().enumerate() {
-            hashes.push(id_hash(id.as_bytes()));
+    /// as it was just written), with their `hashes` ([`HashedIds::rows`]):
+    /// addresses are row offsets.
+    pub fn of_rows(ids: &[&str], hashes: &[u64]) -> KeyRun {
+        let (mut bytes, mut starts) = (Vec::new(), vec![0]);
+        for id in ids {
             bytes.extend_from_slice(id.as_bytes());
             starts.push(bytes.len());
-            addresses.push(offset as u64);
         }
-        KeyRun::sorted(RoaringBitmap::new(), hashes, bytes, starts, addresses)
+        KeyRun::sorted(RoaringBitmap::new(), hashes.to_vec(), bytes, starts, (0..ids.len() as u64).collect())
     }
 
     /// This run of one fragment with row offsets for addresses, so it
@@ -397,9 +408,11 @@ mod tests {
             wanted in proptest::collection::btree_set("[a-d]{0,3}", 0..40),
             fragment in 0u64..4,
         ) {
-            let run = KeyRun::of_rows(stored.iter().map(String::as_str));
+            let stored_ids: Vec<&str> = stored.iter().map(String::as_str).collect();
+            let run = KeyRun::of_rows(&stored_ids, &HashedIds::of(&stored_ids).rows);
+            let wanted_ids: Vec<&str> = wanted.iter().map(String::as_str).collect();
             let mut found = RoaringTreemap::new();
-            run.find_sorted(&by_hash(wanted.iter().map(String::as_str)), fragment << 32, &mut found);
+            run.find_sorted(&HashedIds::of(&wanted_ids).sorted, fragment << 32, &mut found);
             let expected: RoaringTreemap =
                 stored.iter().enumerate().filter(|(_, id)| wanted.contains(*id)).map(|(offset, _)| fragment << 32 | offset as u64).collect();
             prop_assert_eq!(found, expected);

@@ -26,7 +26,7 @@ use lance_index::scalar::{SargableQuery, ScalarIndexParams};
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::keys::{KeyRun, KeyRuns, ids_and_addresses};
+use crate::keys::{HashedIds, KeyRun, KeyRuns, ids_and_addresses};
 use crate::limits::{
     COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS, MIN_SMALL_FRAGMENTS_BEFORE_COVERING,
@@ -164,7 +164,8 @@ async fn stage_upsert(
     let rows = batch.num_rows() as u64;
     let id_column = batch.column_by_name(ID_COLUMN).expect("id column").clone();
     let ids: Vec<&str> = strings(&id_column).collect();
-    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, key_runs).await?, key_runs).await?;
+    let hashed = HashedIds::of(&ids);
+    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, &hashed, key_runs).await?, key_runs).await?;
     let replaced_rows: u64 = replaced.iter().map(|fragment| fragment.rows.len()).sum();
     if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
         // The checks found no stored id on this very version: only a writer
@@ -178,7 +179,7 @@ async fn stage_upsert(
     params.transaction_properties = properties.clone();
     let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
     if let Operation::Append { fragments } = &appended.operation {
-        keep_written_runs(key_runs, fragments, &ids);
+        keep_written_runs(key_runs, fragments, &ids, &hashed.rows);
     }
     let merged = Some((rows - replaced_rows, replaced_rows));
     if replaced.is_empty() {
@@ -242,7 +243,7 @@ async fn stage_upsert(
 /// asks it, not through a scan whose planner would take the whole batch as
 /// an `IN` list. Fragments no segment answers for are answered by their own
 /// runs, or read.
-async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
+async fn candidate_rows(ds: &Dataset, ids: &[&str], hashed: &HashedIds<'_>, key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
     let mut found = roaring::RoaringTreemap::new();
     if ids.is_empty() {
         return Ok(found);
@@ -252,7 +253,6 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     // (an index made on an empty table covers none yet).
     let indices = ds.load_indices().await?;
     let segments = live_id_segments(ds, &indices);
-    let sorted = crate::keys::by_hash(ids.iter().copied());
     // The runs that answer, each with the base its addresses are relative to.
     let mut searched = Vec::new();
     let answered = if segments.is_empty() {
@@ -287,7 +287,7 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
             None => unanswered.push(fragment.metadata().clone()),
         }
     }
-    found |= crate::keys::find_in_runs(&searched, &sorted);
+    found |= crate::keys::find_in_runs(&searched, &hashed.sorted);
     if unanswered.is_empty() {
         return Ok(found);
     }
@@ -307,18 +307,18 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
 }
 
 /// Keeps the key runs of the fragments a batch was just written as: its
-/// rows in order, split by the fragments' row counts (none if they differ
-/// from the batch's).
-fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str]) {
+/// rows (ids and their hashes) in order, split by the fragments' row counts
+/// (none if they differ from the batch's).
+fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str], hashes: &[u64]) {
     let written: usize = fragments.iter().map(|f| f.physical_rows.unwrap_or(0)).sum();
     if written != ids.len() {
         return;
     }
-    let mut rest = ids;
+    let mut start = 0;
     for fragment in fragments {
-        let (mine, after) = rest.split_at(fragment.physical_rows.unwrap_or(0));
-        key_runs.insert_fragment(fragment, KeyRun::of_rows(mine.iter().copied()));
-        rest = after;
+        let end = start + fragment.physical_rows.unwrap_or(0);
+        key_runs.insert_fragment(fragment, KeyRun::of_rows(&ids[start..end], &hashes[start..end]));
+        start = end;
     }
 }
 
@@ -842,6 +842,14 @@ mod tests {
         (before, ds)
     }
 
+    /// Appends a fragment of ten ids (`d0`…`d9`) no index segment covers.
+    async fn append_fragment_d(ds: &mut Dataset) {
+        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
+        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
+        ds.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
+    }
+
     /// Key runs answer a merge's lookup exactly as Lance's index does, on
     /// the version they were built on and on an older one (a restore) that
     /// lists the same segment: deleted rows are found (the caller drops
@@ -860,7 +868,7 @@ mod tests {
         // names rows of fragments since removed), and how many are live.
         async fn answer(ds: &Dataset, ids: &[&str], runs: &KeyRuns) -> (roaring::RoaringTreemap, u64) {
             let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
-            let found = candidate_rows(ds, ids, runs).await.unwrap();
+            let found = candidate_rows(ds, ids, &HashedIds::of(ids), runs).await.unwrap();
             let kept = found.iter().filter(|a| present.contains((a >> 32) as u32)).collect();
             let live = live_rows(ds, found, runs).await.unwrap().iter().map(|replaced| replaced.rows.len()).sum();
             (kept, live)
@@ -873,10 +881,7 @@ mod tests {
         // A fragment no segment covers gets a run of its own (offsets), and
         // answers under its id.
         let mut later = after.clone();
-        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
-        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
-        later.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
+        append_fragment_d(&mut later).await;
         assert!(keep_fragment_run(&later, &runs).await.unwrap());
         assert!(!keep_fragment_run(&later, &runs).await.unwrap(), "one run per fragment");
         let wanted = ["a2", "d4", "d9", "zz"];
@@ -892,10 +897,7 @@ mod tests {
     async fn a_folds_run_replaces_the_runs_it_absorbs() {
         let dir = tempfile::tempdir().unwrap();
         let (_, mut ds) = table_with_deletions(dir.path()).await;
-        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
-        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
-        ds.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
+        append_fragment_d(&mut ds).await;
         // Exactly room for what the table holds: a segment run of 20 rows
         // (fragments a and c) and a fragment run of 10 (d).
         let runs = KeyRuns::holding_at_most(30);

@@ -264,9 +264,7 @@ async fn optimize_killed_mid_step_loses_nothing() {
 async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
     let scenario = fail::FailScenario::setup();
     let place = place().await;
-    let graph = Arc::new(init(&place).await);
-    load(&graph, "main", Mode::Merge, &person("First", 1)).await.unwrap();
-    graph.optimize(100).await.unwrap();
+    let graph = indexed_graph_of_one_person(&place).await;
     // More unindexed rows than MAX_UNINDEXED_ROWS, in batches of 8,192.
     let many = omnigraph_host::limits::MAX_UNINDEXED_ROWS as usize + 1;
     let ids: Vec<usize> = (0..many).collect();
@@ -312,9 +310,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
 async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_meanwhile() {
     let scenario = fail::FailScenario::setup();
     let place = place().await;
-    let graph = Arc::new(init(&place).await);
-    load(&graph, "main", Mode::Merge, &person("First", 1)).await.unwrap();
-    graph.optimize(100).await.unwrap();
+    let graph = indexed_graph_of_one_person(&place).await;
     // MIN_SMALL_FRAGMENTS small unindexed fragments: a compaction is due.
     let fragments = omnigraph_host::limits::MIN_SMALL_FRAGMENTS;
     for f in 0..fragments {
@@ -355,6 +351,16 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     }
     assert_heads_published(&graph).await;
     scenario.teardown();
+}
+
+/// A graph whose Person table holds `First` and is indexed: the start of
+/// both off-lock tests.
+#[cfg(feature = "failpoints")]
+async fn indexed_graph_of_one_person(place: &Place) -> Arc<Graph> {
+    let graph = Arc::new(init(place).await);
+    load(&graph, "main", Mode::Merge, &person("First", 1)).await.unwrap();
+    graph.optimize(100).await.unwrap();
+    graph
 }
 
 /// Starts a maintenance step and holds it at `step-prepared` (built off the
