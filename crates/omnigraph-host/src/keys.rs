@@ -114,6 +114,13 @@ impl KeyRun {
     pub async fn build(ds: &Dataset, id_column: &str, covered: &RoaringBitmap) -> Result<KeyRun, EngineError> {
         let present: Vec<_> =
             ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
+        KeyRun::of_fragments(ds, id_column, present).await
+    }
+
+    /// Reads the `_id` of every row, deleted ones included, of `present`:
+    /// fragments of `ds`, or written for it and not yet committed (a
+    /// compaction's, under a placeholder id).
+    pub async fn of_fragments(ds: &Dataset, id_column: &str, present: Vec<Fragment>) -> Result<KeyRun, EngineError> {
         let fragments: RoaringBitmap = present.iter().map(|f| f.id as u32).collect();
         let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
         if !present.is_empty() {
@@ -343,11 +350,11 @@ impl KeyRuns {
         true
     }
 
-    /// Keeps `run` (offsets for addresses) for `fragment` if it fits;
-    /// whether it was kept.
-    pub fn insert_fragment(&self, fragment: &Fragment, run: KeyRun) -> bool {
+    /// Keeps `run` (offsets for addresses) for `fragment` if it fits once
+    /// the runs of `replaced` rows are dropped; whether it was kept.
+    pub fn insert_fragment(&self, fragment: &Fragment, run: KeyRun, replaced: u64) -> bool {
         let Some(key) = fragment_key(fragment) else { return false };
-        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64, 0) {
+        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64, replaced) {
             return false;
         }
         self.fragments.lock().expect("key runs").insert(key.to_owned(), Arc::new(run));

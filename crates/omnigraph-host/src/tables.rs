@@ -317,7 +317,7 @@ fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str], h
     let mut start = 0;
     for fragment in fragments {
         let end = start + fragment.physical_rows.unwrap_or(0);
-        key_runs.insert_fragment(fragment, KeyRun::of_rows(&ids[start..end], &hashes[start..end]));
+        key_runs.insert_fragment(fragment, KeyRun::of_rows(&ids[start..end], &hashes[start..end]), 0);
         start = end;
     }
 }
@@ -335,7 +335,8 @@ fn live_id_segments<'a>(ds: &Dataset, indices: &'a [IndexMetadata]) -> Vec<&'a I
 }
 
 /// Builds the run of one fragment of `ds` that no `_id` segment covers and
-/// that has no run yet (a compaction's), if it fits; whether it built one.
+/// that has no run yet (another host's, or written before this process
+/// started), if it fits; whether it built one.
 pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool, EngineError> {
     let covered = covered_fragments(live_id_segments(ds, &ds.load_indices().await?));
     for fragment in ds.get_fragments() {
@@ -344,7 +345,7 @@ pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool,
             continue;
         }
         let run = KeyRun::build(ds, ID_COLUMN, &[fragment.id() as u32].into_iter().collect()).await?.into_fragment_run();
-        if key_runs.insert_fragment(metadata, run) {
+        if key_runs.insert_fragment(metadata, run, 0) {
             return Ok(true);
         }
     }
@@ -718,6 +719,28 @@ pub async fn prepare_compaction(ds: &Dataset) -> Result<Option<PreparedCompactio
     Ok((!rewrites.is_empty()).then_some(PreparedCompaction { rewrites }))
 }
 
+impl PreparedCompaction {
+    /// Builds the key runs of the fragments the compaction wrote (read back
+    /// from their files, off the lock, the same rows whatever ids they get
+    /// at the commit), so the merges after its publish find their rows in
+    /// memory instead of reading fragments of up to `COMPACT_FRAGMENT_ROWS`.
+    /// Each counts against the bound net of the runs of the fragments it
+    /// replaces, dropped once no head lists those.
+    pub async fn warm_key_runs(&self, ds: &Dataset, key_runs: &KeyRuns) -> Result<(), EngineError> {
+        for rewrite in &self.rewrites {
+            let replaced: usize = rewrite.original_fragments.iter().filter_map(|f| key_runs.of_fragment(f)).map(|run| run.len()).sum();
+            for fragment in &rewrite.new_fragments {
+                let rows = fragment.physical_rows.unwrap_or(0) as u64;
+                if key_runs.room_for(rows, replaced as u64) {
+                    let run = KeyRun::of_fragments(ds, ID_COLUMN, vec![fragment.clone()]).await?.into_fragment_run();
+                    key_runs.insert_fragment(fragment, run, replaced as u64);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Commits a prepared compaction on top of `ds`, the table's current
 /// version (under the lock). Loads since the snapshot may have deleted rows
 /// of the fragments it rewrote; the rewrite holds the snapshot's live rows
@@ -842,10 +865,11 @@ mod tests {
         (before, ds)
     }
 
-    /// Appends a fragment of ten ids (`d0`…`d9`) no index segment covers.
-    async fn append_fragment_d(ds: &mut Dataset) {
+    /// Appends a fragment of ten ids (`d0`…`d9` for prefix `d`) no index
+    /// segment covers.
+    async fn append_fragment(ds: &mut Dataset, prefix: &str) {
         let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
-        let ids: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
+        let ids: Vec<String> = (0..10).map(|i| format!("{prefix}{i}")).collect();
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).unwrap();
         ds.append(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), None).await.unwrap();
     }
@@ -881,7 +905,7 @@ mod tests {
         // A fragment no segment covers gets a run of its own (offsets), and
         // answers under its id.
         let mut later = after.clone();
-        append_fragment_d(&mut later).await;
+        append_fragment(&mut later, "d").await;
         assert!(keep_fragment_run(&later, &runs).await.unwrap());
         assert!(!keep_fragment_run(&later, &runs).await.unwrap(), "one run per fragment");
         let wanted = ["a2", "d4", "d9", "zz"];
@@ -897,7 +921,7 @@ mod tests {
     async fn a_folds_run_replaces_the_runs_it_absorbs() {
         let dir = tempfile::tempdir().unwrap();
         let (_, mut ds) = table_with_deletions(dir.path()).await;
-        append_fragment_d(&mut ds).await;
+        append_fragment(&mut ds, "d").await;
         // Exactly room for what the table holds: a segment run of 20 rows
         // (fragments a and c) and a fragment run of 10 (d).
         let runs = KeyRuns::holding_at_most(30);
@@ -909,6 +933,36 @@ mod tests {
         fold.warm_key_runs(&ds, &runs).await.unwrap();
         assert!(runs.has(&merged.segment), "the fold's run is built before its publish");
         assert_eq!(runs.rows(), 60, "until the publish, both are held");
+    }
+
+    /// A compaction's fragments have their runs before it is committed, and
+    /// they answer as Lance's scan does, rows a load deleted meanwhile too.
+    #[tokio::test]
+    async fn a_compactions_fragments_have_runs_before_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, mut ds) = table_with_deletions(dir.path()).await;
+        for prefix in ["d", "e", "f"] {
+            append_fragment(&mut ds, prefix).await;
+        }
+        let runs = KeyRuns::default();
+        while keep_fragment_run(&ds, &runs).await.unwrap() {}
+        let compaction = prepare_compaction(&ds).await.unwrap().expect("three small fragments to compact");
+        compaction.warm_key_runs(&ds, &runs).await.unwrap();
+        ds.delete("_id = 'e4'").await.unwrap();
+        let compacted = commit_compaction_onto(ds, compaction).await.unwrap().expect("committed");
+        let covered = covered_fragments(&id_segments(&compacted).await.unwrap());
+        let uncovered: Vec<_> = compacted.get_fragments().into_iter().filter(|f| !covered.contains(f.id() as u32)).collect();
+        assert_eq!(uncovered.len(), 1, "d, e and f compacted into one fragment");
+        assert!(runs.of_fragment(uncovered[0].metadata()).is_some(), "the compacted fragment has its run");
+        let wanted = ["a2", "d0", "e4", "e5", "f9", "zz"];
+        let live = async |runs: &KeyRuns| {
+            let found = candidate_rows(&compacted, &wanted, &HashedIds::of(&wanted), runs).await.unwrap();
+            let rows = live_rows(&compacted, found, runs).await.unwrap();
+            rows.iter().map(|replaced| (replaced.fragment.id(), replaced.rows.iter().collect::<Vec<_>>())).collect::<Vec<_>>()
+        };
+        let by_scan = live(&KeyRuns::default()).await;
+        assert_eq!(by_scan.iter().map(|(_, rows)| rows.len()).sum::<usize>(), 4, "e4 was deleted after the compaction was built");
+        assert_eq!(live(&runs).await, by_scan);
     }
 
     #[test]

@@ -304,7 +304,7 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
 /// load replaces rows of every fragment being rewritten while the step is
 /// held between building and committing, and the compaction then lands on top of it
 /// with those rows deleted from the new fragments too: every id once, with
-/// the load's values.
+/// the load's values. The new fragments' key runs are built with it.
 #[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_meanwhile() {
@@ -321,6 +321,7 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     let earlier: String = (0..fragments).map(|f| person(&format!("p{f}-5"), 3)).collect();
     load(&graph, "main", Mode::Merge, &earlier).await.unwrap();
     let before = layout(&graph, TableKind::Node, "Person").await.0;
+    graph.warm_key_runs().await.unwrap();
 
     let (step, release) = hold_a_step_once_prepared(&graph).await;
     // Rows 3 and 7 of every small fragment replaced, one new row.
@@ -335,6 +336,9 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     assert_eq!(step.maintenance.as_deref(), Some("compact small fragments"));
     assert_eq!(graph.commit_at("main", step.seq - 1).await.unwrap().kind, CommitKind::Load, "the compaction published after the load");
     assert!(layout(&graph, TableKind::Node, "Person").await.0 < before, "fragments were merged");
+    // The compacted fragments' key runs were built with the compaction, so
+    // the merges after its publish do not read them.
+    assert_eq!(graph.warm_key_runs().await.unwrap(), 0, "a key run was missing after the compaction");
     assert_eq!(counts(&graph, "main").await["Person"], 1 + 10 * fragments as u64 + 1);
     let state = export(&graph, "main", None).await;
     for f in 0..fragments {

@@ -137,7 +137,10 @@ impl Graph {
                         Prepared::Fold(fold)
                     }
                     Some(tables::Job::Compact) => match tables::prepare_compaction(&ds).await? {
-                        Some(compaction) => Prepared::Compaction(compaction),
+                        Some(compaction) => {
+                            compaction.warm_key_runs(&ds, &self.key_runs).await?;
+                            Prepared::Compaction(compaction)
+                        }
                         None => continue,
                     },
                     _ => continue,
@@ -230,8 +233,8 @@ impl Graph {
                 self.maintenance_due.store(true, Ordering::Release);
                 return Ok(());
             }
-            // Missing key runs first (a compaction's new fragments have
-            // none), one per round, then the next durable step.
+            // Missing key runs first (a fresh process's, another host's),
+            // one per round, then the next durable step.
             let progressed = match self.warm_key_run().await {
                 Ok(true) => Ok(true),
                 Ok(false) => self.maintain_step().await.map(|step| step.inspect(&mut on_step).is_some()),
@@ -282,10 +285,14 @@ impl Graph {
     }
 
     /// Builds every missing key run, as the server's maintenance does in
-    /// the background (a benchmark's graph, opened fresh, starts with none).
-    pub async fn warm_key_runs(&self) -> Result<(), EngineError> {
-        while self.warm_key_run().await? {}
-        Ok(())
+    /// the background (a benchmark's graph, opened fresh, starts with none);
+    /// how many it built.
+    pub async fn warm_key_runs(&self) -> Result<usize, EngineError> {
+        let mut built = 0;
+        while self.warm_key_run().await? {
+            built += 1;
+        }
+        Ok(built)
     }
 
     /// How many rows this process's key runs hold.
