@@ -389,10 +389,7 @@ async fn live_rows(ds: &Dataset, candidates: roaring::RoaringTreemap, key_runs: 
     // Deletion vectors are read concurrently, like they are written.
     futures::stream::iter(fragments)
         .map(|(fragment, rows)| async move {
-            let deleted = match key_runs.deleted_rows(fragment.metadata()) {
-                Some(deleted) => deleted,
-                None => Arc::new(fragment.get_deletion_vector().await?.map(|d| roaring::RoaringBitmap::from(d.as_ref())).unwrap_or_default()),
-            };
+            let deleted = deleted_rows(&fragment, key_runs).await?;
             let rows = rows - deleted.as_ref();
             Ok::<_, EngineError>(Replaced { fragment, rows, deleted })
         })
@@ -400,6 +397,16 @@ async fn live_rows(ds: &Dataset, candidates: roaring::RoaringTreemap, key_runs: 
         .try_filter(|replaced| std::future::ready(!replaced.rows.is_empty()))
         .try_collect()
         .await
+}
+
+/// The rows `fragment`'s version deletes: from memory when this process
+/// wrote its deletion file, else from the store (or Lance's cache).
+async fn deleted_rows(fragment: &FileFragment, key_runs: &KeyRuns) -> Result<Arc<roaring::RoaringBitmap>, EngineError> {
+    if let Some(deleted) = key_runs.deleted_rows(fragment.metadata()) {
+        return Ok(deleted);
+    }
+    let stored = fragment.get_deletion_vector().await?;
+    Ok(Arc::new(stored.map(|d| roaring::RoaringBitmap::from(d.as_ref())).unwrap_or_default()))
 }
 
 /// Writes the deletion vector of a fragment a merge replaces rows of, as
@@ -751,7 +758,7 @@ impl PreparedCompaction {
 /// deletion file is named by its fragment's id. `None`: a rewritten
 /// fragment is gone since (a load replaced all its rows); the next step
 /// plans again.
-pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction) -> Result<Option<Dataset>, EngineError> {
+pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction, key_runs: &KeyRuns) -> Result<Option<Dataset>, EngineError> {
     let ds = Arc::new(ds);
     let mut groups = Vec::new();
     for rewrite in prepared.rewrites {
@@ -759,14 +766,14 @@ pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction) -
         let (mut deleted, mut position, mut old_now) = (Vec::new(), 0u64, Vec::new());
         for old in &rewrite.original_fragments {
             let Some(current) = ds.get_fragment(old.id as usize) else { return Ok(None) };
-            let before = FileFragment::new(ds.clone(), old.clone()).get_deletion_vector().await?;
-            let now = current.get_deletion_vector().await?;
+            let before = deleted_rows(&FileFragment::new(ds.clone(), old.clone()), key_runs).await?;
+            let now = deleted_rows(&current, key_runs).await?;
             let physical = old.physical_rows.ok_or_else(|| EngineError::Storage(format!("fragment {} has no row count", old.id)))?;
             for offset in 0..physical as u32 {
-                if before.as_ref().is_some_and(|d| d.contains(offset)) {
+                if before.contains(offset) {
                     continue;
                 }
-                if now.as_ref().is_some_and(|d| d.contains(offset)) {
+                if now.contains(offset) {
                     deleted.push(position);
                 }
                 position += 1;
@@ -783,6 +790,7 @@ pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction) -
     let reserve = Transaction::new(ds.version().version, Operation::ReserveFragments { num_fragments: count as u32 }, None);
     let reserved = Arc::new(CommitBuilder::new(ds.clone()).execute(reserve).await?);
     let mut next_id = (reserved.manifest().max_fragment_id.unwrap_or(0) + 1) as u64 - count as u64;
+    let store = reserved.object_store(None).await?;
     let mut rewritten = Vec::new();
     for (old_fragments, new, deleted) in groups {
         let (mut deleted, mut start, mut new_fragments) = (deleted.into_iter().peekable(), 0u64, Vec::new());
@@ -790,18 +798,19 @@ pub async fn commit_compaction_onto(ds: Dataset, prepared: PreparedCompaction) -
             fragment.id = next_id;
             next_id += 1;
             let rows = fragment.physical_rows.unwrap_or(0) as u64;
-            let mut mine = Vec::new();
+            let mut mine = roaring::RoaringBitmap::new();
             while let Some(&p) = deleted.peek()
                 && p < start + rows
             {
-                mine.push((p - start) as u32);
+                mine.insert((p - start) as u32);
                 deleted.next();
             }
             start += rows;
             if mine.is_empty() {
                 new_fragments.push(fragment);
-            } else if let Some(kept) = FileFragment::new(reserved.clone(), fragment).extend_deletions(mine).await? {
-                new_fragments.push(kept.metadata().clone());
+            } else {
+                let replaced = Replaced { fragment: FileFragment::new(reserved.clone(), fragment), rows: mine, deleted: Arc::default() };
+                new_fragments.extend(write_deletions(&reserved, &store, replaced, key_runs).await?);
             }
         }
         rewritten.push(RewriteGroup { old_fragments, new_fragments });
@@ -949,7 +958,7 @@ mod tests {
         let compaction = prepare_compaction(&ds).await.unwrap().expect("three small fragments to compact");
         compaction.warm_key_runs(&ds, &runs).await.unwrap();
         ds.delete("_id = 'e4'").await.unwrap();
-        let compacted = commit_compaction_onto(ds, compaction).await.unwrap().expect("committed");
+        let compacted = commit_compaction_onto(ds, compaction, &runs).await.unwrap().expect("committed");
         let covered = covered_fragments(&id_segments(&compacted).await.unwrap());
         let uncovered: Vec<_> = compacted.get_fragments().into_iter().filter(|f| !covered.contains(f.id() as u32)).collect();
         assert_eq!(uncovered.len(), 1, "d, e and f compacted into one fragment");

@@ -67,7 +67,7 @@ impl Graph {
                             (job, Some(ds), Some(warmup))
                         }
                         Prepared::Compaction(compaction) => {
-                            (tables::Job::Compact, tables::commit_compaction_onto(ds, compaction).await?, None)
+                            (tables::Job::Compact, tables::commit_compaction_onto(ds, compaction, &self.key_runs).await?, None)
                         }
                     };
                     if let Some(ds) = ds {
