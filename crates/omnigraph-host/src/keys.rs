@@ -186,6 +186,15 @@ impl KeyRun {
         &self.bytes[self.starts[i]..self.starts[i + 1]]
     }
 
+    /// Every `(id, address)` the run holds, sorted: two runs are the same
+    /// run when these are equal.
+    #[cfg(test)]
+    pub fn entries(&self) -> Vec<(Vec<u8>, u64)> {
+        let mut entries: Vec<_> = (0..self.len()).map(|i| (self.id(i).to_vec(), self.addresses[i])).collect();
+        entries.sort();
+        entries
+    }
+
     /// Adds to `found` the address of every row whose id is one of `keys`
     /// (as [`HashedIds::sorted`] holds them: in hash order, so the buckets are read
     /// front to back), each plus `base` (a fragment run's fragment,
@@ -211,6 +220,36 @@ impl KeyRun {
             starts.push(bytes.len());
         }
         KeyRun::sorted(RoaringBitmap::new(), hashes.to_vec(), bytes, starts, (0..ids.len() as u64).collect())
+    }
+
+    /// The run of the rows of the fragments `keep` names that `sources`
+    /// hold (each with the base its addresses are relative to), merged in
+    /// hash order: the run [`KeyRun::build`] would read for those
+    /// fragments, from memory. O(rows × log sources), no sort.
+    pub fn merged(sources: &[(Arc<KeyRun>, u64)], keep: RoaringBitmap) -> KeyRun {
+        use std::cmp::Reverse;
+        let rows: usize = sources.iter().map(|(run, _)| run.len()).sum();
+        let (mut hashes, mut bytes, mut starts, mut addresses) =
+            (Vec::with_capacity(rows), Vec::new(), Vec::with_capacity(rows + 1), Vec::with_capacity(rows));
+        starts.push(0);
+        // The next entry of each source, smallest hash first.
+        let mut next: std::collections::BinaryHeap<Reverse<(u64, usize, usize)>> =
+            sources.iter().enumerate().filter(|(_, (run, _))| !run.is_empty()).map(|(s, (run, _))| Reverse((run.hashes[0], s, 0))).collect();
+        while let Some(Reverse((hash, s, i))) = next.pop() {
+            let (run, base) = &sources[s];
+            let address = base | run.addresses[i];
+            if keep.contains((address >> 32) as u32) {
+                hashes.push(hash);
+                bytes.extend_from_slice(run.id(i));
+                starts.push(bytes.len());
+                addresses.push(address);
+            }
+            if i + 1 < run.len() {
+                next.push(Reverse((run.hashes[i + 1], s, i + 1)));
+            }
+        }
+        let (buckets, bucket_shift) = bucketed(&hashes);
+        KeyRun { fragments: keep, hashes, buckets, bucket_shift, bytes, starts, addresses }
     }
 
     /// This run of one fragment with row offsets for addresses, so it
@@ -338,6 +377,36 @@ impl KeyRuns {
             .map(|run| run.len())
             .sum();
         (segments + fragment_runs) as u64
+    }
+
+    /// Runs that together hold every row of the fragments `keep` names,
+    /// each with its base, if there are such: segment runs none of whose
+    /// listed fragments (of `fragments`, a version's) lies outside `keep`,
+    /// largest first and never two for one fragment, then the fragments'
+    /// own runs. What [`KeyRun::merged`] merges into a fold's run.
+    pub fn covering(&self, keep: &RoaringBitmap, fragments: &[Fragment]) -> Option<Vec<(Arc<KeyRun>, u64)>> {
+        let listed: RoaringBitmap = fragments.iter().map(|fragment| fragment.id as u32).collect();
+        // Each with the fragments it holds that the version still lists.
+        let mut segments: Vec<(Arc<KeyRun>, RoaringBitmap)> = self
+            .segments
+            .lock()
+            .expect("key runs")
+            .values()
+            .map(|run| (run.clone(), &run.fragments & &listed))
+            .filter(|(_, live)| live.is_subset(keep))
+            .collect();
+        segments.sort_by_key(|(run, _)| std::cmp::Reverse(run.len()));
+        let (mut sources, mut answered) = (Vec::new(), RoaringBitmap::new());
+        for (run, live) in segments {
+            if live.is_disjoint(&answered) {
+                answered |= live;
+                sources.push((run, 0));
+            }
+        }
+        for fragment in fragments.iter().filter(|f| keep.contains(f.id as u32) && !answered.contains(f.id as u32)) {
+            sources.push((self.of_fragment(fragment)?, fragment.id << 32));
+        }
+        Some(sources)
     }
 
     /// Keeps `run` for `segment` if it fits once the runs of `replaced`

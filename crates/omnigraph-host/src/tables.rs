@@ -366,7 +366,16 @@ pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyR
     if !key_runs.room_for(rows, replaced) {
         return Ok(false);
     }
-    Ok(key_runs.insert(segment, KeyRun::build(ds, ID_COLUMN, &covered).await?, replaced))
+    // From the runs of what the segment absorbs where this process has them
+    // all (a fold's), else read from the table.
+    let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).filter(|f| covered.contains(*f)).collect();
+    let run = match key_runs.covering(&present, ds.manifest().fragments.as_slice()) {
+        Some(sources) => tokio::task::spawn_blocking(move || KeyRun::merged(&sources, present))
+            .await
+            .map_err(|e| EngineError::Storage(format!("merging key runs: {e}")))?,
+        None => KeyRun::build(ds, ID_COLUMN, &covered).await?,
+    };
+    Ok(key_runs.insert(segment, run, replaced))
 }
 
 /// A fragment a merge replaces rows of.
@@ -925,7 +934,7 @@ mod tests {
 
     /// A fold's run fits where the runs it replaces fit: it is counted
     /// against the bound net of the segment and fragment runs it absorbs,
-    /// which are dropped once the fold is published.
+    /// which are dropped once the fold is published. It is merged from them.
     #[tokio::test]
     async fn a_folds_run_replaces_the_runs_it_absorbs() {
         let dir = tempfile::tempdir().unwrap();
@@ -942,6 +951,13 @@ mod tests {
         fold.warm_key_runs(&ds, &runs).await.unwrap();
         assert!(runs.has(&merged.segment), "the fold's run is built before its publish");
         assert_eq!(runs.rows(), 60, "until the publish, both are held");
+        // Merged from the runs it absorbs, it is the run a read would build.
+        let covered = merged.segment.fragment_bitmap.clone().unwrap();
+        let read = KeyRun::build(&ds, ID_COLUMN, &covered).await.unwrap();
+        let kept = runs.of(&[&merged.segment]).unwrap().remove(0);
+        assert_eq!(kept.entries(), read.entries());
+        assert_eq!(kept.fragments(), read.fragments());
+        assert!(runs.covering(&covered, ds.manifest().fragments.as_slice()).is_some(), "merged, not read");
     }
 
     /// A compaction's fragments have their runs before it is committed, and
