@@ -20,12 +20,14 @@
 //!
 //! A fragment no segment covers yet (a load's, or a compaction's) has a run
 //! of its own, keyed by its data file: a merge writes the run of the
-//! fragment it adds from the batch it wrote, and maintenance builds the
-//! ones missing (a compaction's new fragments). A fragment's run holds row
+//! fragment it adds from the batch it wrote, a compaction those of the
+//! fragments it writes, and maintenance builds the ones still missing (a
+//! fresh process's). A fragment's run holds row
 //! offsets, so it answers under whatever id the fragment has.
 //!
 //! Segment runs are built off the load path (maintenance, before a fold is
-//! published, and [`crate::Graph::warm_key_runs`]); all runs are kept in
+//! published, merged from the runs of what the fold absorbs where this
+//! process has them, and [`crate::Graph::warm_key_runs`]); all runs are kept in
 //! memory up to [`MAX_KEY_RUN_ROWS`] in all, and dropped when no head lists
 //! their segment or fragment. A merge that meets a segment without a run
 //! asks Lance's index instead, and a fragment without one is scanned.
