@@ -21,7 +21,8 @@ const MAINTENANCE_INTERVAL: Duration = omnigraph_host::limits::MAINTENANCE_INTER
 const MAX_UNINDEXED_ROWS: u64 = omnigraph_host::limits::MAX_UNINDEXED_ROWS;
 
 /// `serve`'s maintenance rounds for one graph (`Graph::maintain_if_due`):
-/// when loads happened, steps until none is left.
+/// when loads happened, steps until none is left; on maintenance's own
+/// thread and runtime, as `serve` runs them.
 async fn maintain(graph: Arc<Graph>, stop: Arc<AtomicBool>, steps: Arc<AtomicUsize>) {
     while !stop.load(Ordering::Acquire) {
         tokio::time::sleep(MAINTENANCE_INTERVAL).await;
@@ -47,7 +48,7 @@ fn main() {
         let root = GraphRoot::create(tmp.path().to_str().unwrap(), Default::default()).unwrap();
         let graph = Arc::new(Graph::init(root, SCHEMA, validator, config(true)).await.unwrap());
         let (stop, steps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-        let maintenance = tokio::spawn(maintain(graph.clone(), stop.clone(), steps.clone()));
+        let maintenance = omnigraph_host::graph::spawn_maintenance(maintain(graph.clone(), stop.clone(), steps.clone())).unwrap();
         let mut times = Vec::with_capacity(loads);
         let mut rows = 0;
         let started = Instant::now();

@@ -43,6 +43,7 @@ mod read;
 mod recovery;
 mod tenure;
 pub use cleanup::Cleaned;
+pub use maintain::spawn_maintenance;
 pub use overwrite::OverwritePublish;
 
 /// How a graph handle writes.

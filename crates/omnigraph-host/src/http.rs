@@ -872,7 +872,8 @@ pub async fn serve(
     let maintenance = state
         .config
         .maintenance_interval
-        .map(|every| tokio::spawn(maintain_forever(state.clone(), every, stopping.clone())));
+        .map(|every| crate::graph::spawn_maintenance(maintain_forever(state.clone(), every, stopping.clone())))
+        .transpose()?;
     let app = router(state);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);

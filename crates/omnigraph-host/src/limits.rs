@@ -102,6 +102,11 @@ pub const MODULE_CACHE_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600)
 /// never an error.
 pub const MAX_COMPILED_SCHEMAS: usize = 64;
 
+/// The nice value of the server's maintenance thread
+/// (`graph::spawn_maintenance`): where loads saturate every core it gets
+/// about a tenth of one (CFS weight 110 against 1024): slower, never stopped.
+pub const MAINTENANCE_NICE: libc::c_int = 10;
+
 /// How often the server looks for graphs that loads have changed since
 /// their last maintenance.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);

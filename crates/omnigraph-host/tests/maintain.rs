@@ -109,9 +109,9 @@ async fn a_crash_inside_a_maintenance_step_loses_nothing() {
     scenario.teardown();
 }
 
-/// The server maintains graphs in the background: after loads over HTTP,
-/// `maintain` commits appear without any request asking for them, and the
-/// loads' rows are all there.
+/// The server maintains graphs in the background, on a thread of its own at
+/// `MAINTENANCE_NICE`: after loads over HTTP, `maintain` commits appear
+/// without any request asking for them, and the loads' rows are all there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_maintains_loaded_graphs_in_the_background() {
     // Its maintenance steps must not pass another test's failpoints.
@@ -140,6 +140,12 @@ async fn the_server_maintains_loaded_graphs_in_the_background() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(maintained.iter().all(|c| c["actor"] == "maintenance" && c["maintenance"].is_string()), "{maintained:?}");
+    // On a thread of its own that yields the cores to loads.
+    #[cfg(target_os = "linux")]
+    {
+        let nices = maintenance_thread_nices();
+        assert!(!nices.is_empty() && nices.iter().all(|&n| n == omnigraph_host::limits::MAINTENANCE_NICE as i64), "{nices:?}");
+    }
     let metrics = client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l.starts_with("omnigraph_maintenance_steps_total ") && !l.ends_with(" 0")), "{metrics}");
     // Stopped, the server has finished any step it was in.
@@ -147,6 +153,23 @@ async fn the_server_maintains_loaded_graphs_in_the_background() {
     let graph = reopen(&s.place.child("g")).await;
     assert_eq!(people_per_batch(&graph).await.len(), 3);
     assert_heads_published(&graph).await;
+}
+
+/// The nice value of every thread of this process named `maintenance`
+/// (field 19 of `/proc/self/task/*/stat`).
+#[cfg(target_os = "linux")]
+fn maintenance_thread_nices() -> Vec<i64> {
+    let mut nices = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let (Ok(comm), Ok(stat)) = (std::fs::read_to_string(task.path().join("comm")), std::fs::read_to_string(task.path().join("stat"))) else {
+            continue;
+        };
+        if comm.trim() == "maintenance" {
+            let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+            nices.push(after_name.split_whitespace().nth(16).unwrap().parse().unwrap());
+        }
+    }
+    nices
 }
 
 /// A server shut down while a maintenance step has committed its table

@@ -16,6 +16,7 @@ use omnigraph_validate_wasm::{DST_COLUMN, SRC_COLUMN, TableKind, TypeDef};
 
 use super::Graph;
 use crate::error::EngineError;
+use crate::limits::MAINTENANCE_NICE;
 use crate::manifest::{Commit, CommitKind, TablePin, table_path};
 use crate::tables;
 
@@ -317,6 +318,35 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// Starts `work` (the server's maintenance rounds) on a thread of its own
+/// with a tokio runtime of its own, at [`MAINTENANCE_NICE`]; its output
+/// arrives on the receiver. Loads run on the server's runtime: a step's
+/// tasks (Lance's decoding and encoding of a fold or a compaction, the
+/// sorting of key runs) never take a worker a load's request is waiting
+/// for, and the scheduler gives loads the cores first. Maintenance takes
+/// what loads leave, so it slows down under saturation but never stops
+/// (docs/performance.md: the p99 of the sustained bench falls from about
+/// 2.0× to 1.7–1.9× its p50). The runtime lives until `work` ends.
+pub fn spawn_maintenance<F>(work: F) -> std::io::Result<tokio::sync::oneshot::Receiver<F::Output>>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (done, output) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("maintenance".into()).spawn(move || {
+        // Linux keeps a nice value per thread: this one alone, and the
+        // blocking threads it starts (they inherit it).
+        #[cfg(target_os = "linux")]
+        // SAFETY: a plain syscall on the calling thread's own id.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, MAINTENANCE_NICE);
+        }
+        let _ = done.send(runtime.block_on(work));
+    })?;
+    Ok(output)
 }
 
 /// Whether every version of `ds` above `read_version` is a maintenance step's
