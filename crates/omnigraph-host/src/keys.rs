@@ -111,17 +111,9 @@ impl<'a> HashedIds<'a> {
 }
 
 impl KeyRun {
-    /// Reads the `_id` of every row, deleted ones included, of the fragments
-    /// of `ds` that `covered` names, and sorts them.
-    pub async fn build(ds: &Dataset, id_column: &str, covered: &RoaringBitmap) -> Result<KeyRun, EngineError> {
-        let present: Vec<_> =
-            ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
-        KeyRun::of_fragments(ds, id_column, present).await
-    }
-
     /// Reads the `_id` of every row, deleted ones included, of `present`:
     /// fragments of `ds`, or written for it and not yet committed (a
-    /// compaction's, under a placeholder id).
+    /// compaction's, under a placeholder id), and sorts them.
     pub async fn of_fragments(ds: &Dataset, id_column: &str, present: Vec<Fragment>) -> Result<KeyRun, EngineError> {
         let fragments: RoaringBitmap = present.iter().map(|f| f.id as u32).collect();
         let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
@@ -226,7 +218,7 @@ impl KeyRun {
 
     /// The run of the rows of the fragments `keep` names that `sources`
     /// hold (each with the base its addresses are relative to), merged in
-    /// hash order: the run [`KeyRun::build`] would read for those
+    /// hash order: the run [`KeyRun::of_fragments`] would read for those
     /// fragments, from memory. O(rows × log sources), no sort.
     pub fn merged(sources: &[(Arc<KeyRun>, u64)], keep: RoaringBitmap) -> KeyRun {
         use std::cmp::Reverse;
@@ -395,7 +387,9 @@ impl KeyRuns {
             .expect("key runs")
             .values()
             .map(|run| (run.clone(), &run.fragments & &listed))
-            .filter(|(_, live)| live.is_subset(keep))
+            // A run of fragments all removed since (a segment folded away,
+            // not yet dropped) holds nothing to keep.
+            .filter(|(_, live)| !live.is_empty() && live.is_subset(keep))
             .collect();
         segments.sort_by_key(|(run, _)| std::cmp::Reverse(run.len()));
         let (mut sources, mut answered) = (Vec::new(), RoaringBitmap::new());

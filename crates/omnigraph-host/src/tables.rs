@@ -344,7 +344,7 @@ pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool,
         if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata).is_some() || !key_runs.room_for(fragment_rows(&fragment), 0) {
             continue;
         }
-        let run = KeyRun::build(ds, ID_COLUMN, &[fragment.id() as u32].into_iter().collect()).await?.into_fragment_run();
+        let run = KeyRun::of_fragments(ds, ID_COLUMN, vec![metadata.clone()]).await?.into_fragment_run();
         if key_runs.insert_fragment(metadata, run, 0) {
             return Ok(true);
         }
@@ -361,19 +361,21 @@ pub async fn id_segments(ds: &Dataset) -> Result<Vec<IndexMetadata>, EngineError
 /// of `ds` (or of a fold built on it), if it fits; whether it did.
 pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyRuns) -> Result<bool, EngineError> {
     let covered = segment.fragment_bitmap.clone().unwrap_or_default();
-    let rows: u64 = ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(fragment_rows).sum();
+    // The covered fragments this version has: the rows the run holds.
+    let present: Vec<_> = ds.get_fragments().into_iter().filter(|f| covered.contains(f.id() as u32)).collect();
+    let rows: u64 = present.iter().map(fragment_rows).sum();
     let replaced = key_runs.rows_replaced(&covered, ds.manifest().fragments.as_slice());
     if !key_runs.room_for(rows, replaced) {
         return Ok(false);
     }
     // From the runs of what the segment absorbs where this process has them
     // all (a fold's), else read from the table.
-    let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).filter(|f| covered.contains(*f)).collect();
-    let run = match key_runs.covering(&present, ds.manifest().fragments.as_slice()) {
-        Some(sources) => tokio::task::spawn_blocking(move || KeyRun::merged(&sources, present))
+    let present_ids: roaring::RoaringBitmap = present.iter().map(|f| f.id() as u32).collect();
+    let run = match key_runs.covering(&present_ids, ds.manifest().fragments.as_slice()) {
+        Some(sources) => tokio::task::spawn_blocking(move || KeyRun::merged(&sources, present_ids))
             .await
             .map_err(|e| EngineError::Storage(format!("merging key runs: {e}")))?,
-        None => KeyRun::build(ds, ID_COLUMN, &covered).await?,
+        None => KeyRun::of_fragments(ds, ID_COLUMN, present.iter().map(|f| f.metadata().clone()).collect()).await?,
     };
     Ok(key_runs.insert(segment, run, replaced))
 }
@@ -953,7 +955,8 @@ mod tests {
         assert_eq!(runs.rows(), 60, "until the publish, both are held");
         // Merged from the runs it absorbs, it is the run a read would build.
         let covered = merged.segment.fragment_bitmap.clone().unwrap();
-        let read = KeyRun::build(&ds, ID_COLUMN, &covered).await.unwrap();
+        let present = ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
+        let read = KeyRun::of_fragments(&ds, ID_COLUMN, present).await.unwrap();
         let kept = runs.of(&[&merged.segment]).unwrap().remove(0);
         assert_eq!(kept.entries(), read.entries());
         assert_eq!(kept.fragments(), read.fragments());

@@ -327,8 +327,8 @@ impl Graph {
 /// sorting of key runs) never take a worker a load's request is waiting
 /// for, and the scheduler gives loads the cores first. Maintenance takes
 /// what loads leave, so it slows down under saturation but never stops
-/// (docs/performance.md: the p99 of the sustained bench falls from about
-/// 2.0× to 1.7–1.9× its p50). The runtime lives until `work` ends.
+/// (docs/performance.md, the sustained bench). The runtime lives until
+/// `work` ends.
 pub fn spawn_maintenance<F>(work: F) -> std::io::Result<tokio::sync::oneshot::Receiver<F::Output>>
 where
     F: std::future::Future + Send + 'static,
