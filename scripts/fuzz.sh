@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the rule book with cargo fuzz (nightly toolchain, libFuzzer + ASan).
 #   scripts/fuzz.sh [seconds per target] [target ...]
-# Targets: schema strict compat prepare (default: all). Seeds are derived
+# Targets: schema strict compat prepare differential (default: all). Seeds are derived
 # from tests/vectors into fuzz/corpus/<target>/ (not committed); crashes
 # land in fuzz/artifacts/<target>/. Fixed crash inputs are kept in
 # fuzz/regressions/<target>/, which `cargo test` replays on stable.
@@ -12,7 +12,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/targe
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(schema strict compat prepare)
+[ ${#targets[@]} -gt 0 ] || targets=(schema strict compat prepare differential)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2
 cargo run --quiet -p omnigraph-fuzz-harness --example write_seeds -- fuzz/corpus

@@ -43,7 +43,7 @@ fn main() {
                 let overwrite = codes(&schema, &Options { mode: Mode::Overwrite, strict, ..Options::default() }, batch);
                 format!("schema {}; merge: {merge}; overwrite: {overwrite}", case.name)
             }
-            "prepare" => match data.split_first() {
+            "prepare" | "differential" => match data.split_first() {
                 None => "empty (skipped)".to_owned(),
                 Some((&flags, rest)) => match rest.iter().position(|&b| b == 0) {
                     None => "no NUL after the schema (skipped)".to_owned(),

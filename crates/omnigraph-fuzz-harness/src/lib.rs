@@ -10,15 +10,20 @@
 //! * `strict` / `compat`: `<vector name>\n<batch>`; the batch is validated
 //!   against that vector's schema (an unknown name picks [`DEFAULT_VECTOR`]).
 //! * `prepare`: `<flags byte><schema>\0<batch>`, see [`Flags`].
+//! * `differential`: the same as `prepare`, read as strict lines whatever
+//!   the flags say: the fast acceptor against the explainer, line by line
+//!   (`omnigraph_validate_wasm::differential`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use omnigraph_validate_wasm::{Limits, Mode, Options, Report, Schema, prepare, prepare_rows, tables_from_rows, validate};
+use omnigraph_validate_wasm::{
+    Limits, Mode, Options, Report, Schema, differential, prepare, prepare_rows, tables_from_rows, validate,
+};
 
 /// The fuzz targets, by name (`fuzz/fuzz_targets/<name>.rs`).
-pub const TARGETS: [&str; 4] = ["schema", "strict", "compat", "prepare"];
+pub const TARGETS: [&str; 5] = ["schema", "strict", "compat", "prepare", "differential"];
 
 /// The schema the envelope targets use when the input names no vector:
 /// every value type, so most mutations reach a value decoder.
@@ -31,6 +36,7 @@ pub fn run(target: &str, data: &[u8]) {
         "strict" => envelope(data, true),
         "compat" => envelope(data, false),
         "prepare" => prepare_any(data),
+        "differential" => differential_any(data),
         other => panic!("unknown fuzz target {other}"),
     }
 }
@@ -80,6 +86,17 @@ pub fn prepare_any(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(&rest[..split]) else { return };
     let Ok(schema) = Schema::compile(source) else { return };
     check_batch(&schema, &Flags(flags).options(), &rest[split + 1..]);
+}
+
+/// The fast acceptor against the explainer, with a fuzzed schema, options
+/// and lines (the acceptor reads strict lines only).
+pub fn differential_any(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some(split) = rest.iter().position(|&b| b == 0) else { return };
+    let Ok(source) = std::str::from_utf8(&rest[..split]) else { return };
+    let Ok(schema) = Schema::compile(source) else { return };
+    let options = Options { strict: true, ..Flags(flags).options() };
+    differential(&schema, &options, &rest[split + 1..]);
 }
 
 /// The `prepare` target's flags byte: bits 0–1 the mode (3 = merge with
@@ -140,8 +157,13 @@ const TIGHT_LIMITS: Limits = Limits {
 ///   when the report is ok;
 /// * the rows the wasm artifact would return (`prepare_rows`) decode to the
 ///   very Arrow tables native `prepare` builds;
-/// * the report lists at most `max_errors` errors and counts them all.
+/// * the report lists at most `max_errors` errors and counts them all;
+/// * in strict batches, every line the fast acceptor takes, the explainer
+///   accepts with the same row.
 fn check_batch(schema: &Schema, options: &Options, batch: &[u8]) {
+    if options.strict {
+        differential(schema, options, batch);
+    }
     let report = validate(schema, options, batch);
     let json = report.to_json();
     assert_eq!(json, validate(schema, options, batch).to_json(), "validation is deterministic");
@@ -222,7 +244,7 @@ pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
             let bytes = match target {
                 "schema" => case.schema.into_bytes(),
                 "strict" | "compat" => [case.name.as_bytes(), b"\n", &case.input].concat(),
-                "prepare" => {
+                "prepare" | "differential" => {
                     let flags = Flags::for_options(&case.options?)?;
                     [&[flags.0][..], case.schema.as_bytes(), b"\0", &case.input].concat()
                 }

@@ -4,6 +4,7 @@
 
 use memchr::memchr;
 
+use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::{Mode, Options};
@@ -170,6 +171,7 @@ fn strict_lines<'a>(
     let limits = &options.limits;
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
     let mut values = Vec::new();
+    let plan = fast::Plan::new(schema);
     let mut pos = 0usize;
     while pos < bytes.len() {
         let (end, next) = match memchr(b'\n', &bytes[pos..]) {
@@ -216,6 +218,11 @@ fn strict_lines<'a>(
                 continue;
             }
         };
+        let at_line = LineAt { line, offset: line_start as u64 };
+        if let Some((t, row)) = fast::accept(&plan, schema, limits, text, at_line, keep_values, &mut values) {
+            tables[t].push(row);
+            continue;
+        }
         let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
         let mut cx = RecordCtx {
             schema,
@@ -619,4 +626,54 @@ fn check_card(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
             }
         }
     }
+}
+
+/// Checks the fast acceptor against the explainer on every line of `batch`
+/// read as strict lines: each line the acceptor takes, with and without
+/// values kept, the explainer must accept alone on its line, with the same
+/// table and the same row. Returns how many lines the acceptor took and how
+/// many lines there were. Panics on a disagreement (tests, fuzz targets).
+pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u64) {
+    let plan = fast::Plan::new(schema);
+    let limits = &options.limits;
+    let (mut accepted, mut lines) = (0, 0);
+    for (n, raw) in batch.split(|&b| b == b'\n').enumerate() {
+        lines += 1;
+        let content = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let Ok(text) = std::str::from_utf8(content) else { continue };
+        let at = LineAt { line: n as u64 + 1, offset: 0 };
+        for keep_values in [false, true] {
+            let mut values = Vec::new();
+            let Some(fast_row) = fast::accept(&plan, schema, limits, text, at, keep_values, &mut values) else { continue };
+            accepted += u64::from(keep_values);
+            let mut sink = ErrorSink::new(16);
+            let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
+            let mut cx = RecordCtx {
+                schema,
+                compat: false,
+                legacy_identity: options.legacy_identity,
+                keep_values,
+                sink: &mut sink,
+                line: at.line,
+                offset: at.offset,
+                line_start: 0,
+            };
+            let slow = parse_record(&mut cur, &mut cx, &mut Vec::new());
+            cur.skip_ws();
+            let whole = cur.at_end();
+            match slow {
+                // Debug tells -0.0 from 0.0, which `==` does not.
+                Ok(Some(slow_row)) if whole && sink.is_empty() => assert_eq!(
+                    format!("{slow_row:?}"),
+                    format!("{fast_row:?}"),
+                    "the fast acceptor's row differs from the explainer's on {text:?}"
+                ),
+                other => panic!(
+                    "the fast acceptor accepted {text:?}, the explainer gives {other:?} (whole line: {whole}, errors: {})",
+                    sink.total()
+                ),
+            }
+        }
+    }
+    (accepted, lines)
 }

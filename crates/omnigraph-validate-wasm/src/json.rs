@@ -129,7 +129,7 @@ fn needs_attention(w: u64) -> bool {
 
 /// Advances `p` past string bytes that need no attention.
 #[inline]
-fn scan_plain(b: &[u8], mut p: usize) -> usize {
+pub(crate) fn scan_plain(b: &[u8], mut p: usize) -> usize {
     while p + 8 <= b.len() {
         let w = u64::from_le_bytes(b[p..p + 8].try_into().expect("8 bytes"));
         if needs_attention(w) {

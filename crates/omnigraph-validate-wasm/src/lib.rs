@@ -15,6 +15,7 @@ pub mod abi;
 #[cfg(feature = "arrow")]
 mod arrow_out;
 mod batch;
+mod fast;
 mod json;
 pub mod limits;
 mod options;
@@ -44,6 +45,11 @@ pub use value::{decode_base64, encode_base64, format_date, format_f32, format_f6
 
 /// The rule book's version; part of every report's `rules`.
 pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The differential check of the fast acceptor against the explainer (see
+/// `batch::differential`), for tests and fuzz targets only.
+#[doc(hidden)]
+pub use batch::differential;
 
 /// Validates a batch and returns the report (SPEC §3).
 pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {

@@ -253,10 +253,29 @@ pub fn parse_record<'a>(
     }
     let endpoint = |e: Option<(Cow<'a, str>, usize)>| e.map(|(s, _)| s).unwrap_or(Cow::Borrowed(""));
     let (src, dst) = (endpoint(env.from), endpoint(env.to));
-    let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
-    let unique_keys = def.uniques.iter().map(|members| unique_key(members, values, &src, &dst)).collect();
-    let values = if cx.keep_values { std::mem::take(values) } else { Vec::new() };
-    Ok(Some((t, Row { line: cx.line, offset: cx.offset, id, src, dst, arrow_bytes, unique_keys, values })))
+    Ok(Some((t, Row::new(cx.line, cx.offset, def, id, src, dst, values, cx.keep_values))))
+}
+
+impl<'a> Row<'a> {
+    /// The row of a record that passed every per-record check; `values` is
+    /// taken only when `keep_values` (the buffer is reused otherwise). Both
+    /// the fast acceptor and the explainer build rows here.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        line: u64,
+        offset: u64,
+        def: &TypeDef,
+        id: Option<Cow<'a, str>>,
+        src: Cow<'a, str>,
+        dst: Cow<'a, str>,
+        values: &mut Vec<Val<'a>>,
+        keep_values: bool,
+    ) -> Row<'a> {
+        let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
+        let unique_keys = def.uniques.iter().map(|members| unique_key(members, values, &src, &dst)).collect();
+        let values = if keep_values { std::mem::take(values) } else { Vec::new() };
+        Row { line, offset, id, src, dst, arrow_bytes, unique_keys, values }
+    }
 }
 
 /// A `@unique` tuple rendered like a key (SPEC §2.4): one member as its
@@ -276,7 +295,7 @@ fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, st
     })
 }
 
-fn resolve_type(schema: &Schema, name: &str, kind: TableKind) -> Option<usize> {
+pub(crate) fn resolve_type(schema: &Schema, name: &str, kind: TableKind) -> Option<usize> {
     schema.type_index(name).filter(|&t| schema.types[t].kind == kind)
 }
 
@@ -444,6 +463,14 @@ fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usi
     }
 }
 
+/// Whether `v` meets every `@range` and `@check` on property `i` (what
+/// [`check_constraints`] reports on).
+pub(crate) fn meets_constraints(def: &TypeDef, i: usize, v: &Val<'_>) -> bool {
+    *v == Val::Null
+        || (def.ranges.iter().filter(|r| r.prop == i).all(|rule| in_range(rule, v))
+            && def.checks.iter().filter(|r| r.prop == i).all(|rule| !matches!(v, Val::Str(s) if !rule.is_match(s))))
+}
+
 fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, pos: usize) {
     if *v == Val::Null {
         return;
@@ -497,6 +524,22 @@ fn in_range(rule: &RangeRule, v: &Val<'_>) -> bool {
     above_min && below_max
 }
 
+/// The id a keyed node derives from its `@key` values (SPEC §2.3); `None`
+/// for a type without `@key`.
+pub(crate) fn canonical_id<'a>(def: &TypeDef, values: &[Val<'a>]) -> Option<Cow<'a, str>> {
+    let key = def.key.as_ref()?;
+    Some(match key.as_slice() {
+        [single] => match &values[*single] {
+            Val::Str(s) => s.clone(),
+            v => Cow::Owned(render_key(v).unwrap_or_default()),
+        },
+        many => {
+            let parts: Vec<String> = many.iter().map(|&i| render_key(&values[i]).unwrap_or_default()).collect();
+            Cow::Owned(serde_json::to_string(&parts).expect("strings serialize"))
+        }
+    })
+}
+
 /// The row's id (SPEC §2.3): keyed nodes derive it and a supplied one must
 /// match byte for byte; others use the supplied id or leave it to the host.
 /// The id is supplied as the top-level `id` or, in legacy identity mode, as
@@ -522,17 +565,7 @@ fn identity<'a>(
         (None, Some(given)) => (Some(given), ("/data/id", "data.id")),
         (given, None) => (given, ("/id", "id")),
     };
-    let Some(key) = &def.key else { return supplied.map(|(s, _)| s) };
-    let canonical: Cow<'a, str> = match key.as_slice() {
-        [single] => match &values[*single] {
-            Val::Str(s) => s.clone(),
-            v => Cow::Owned(render_key(v).unwrap_or_default()),
-        },
-        many => {
-            let parts: Vec<String> = many.iter().map(|&i| render_key(&values[i]).unwrap_or_default()).collect();
-            Cow::Owned(serde_json::to_string(&parts).expect("strings serialize"))
-        }
-    };
+    let Some(canonical) = canonical_id(def, values) else { return supplied.map(|(s, _)| s) };
     if let Some((given, at)) = supplied {
         if given != canonical {
             cx.emit(at, ErrorCode::NoncanonicalId, path, || {

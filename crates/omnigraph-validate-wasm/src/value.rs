@@ -269,7 +269,7 @@ fn list<'a>(cur: &mut Cursor<'a>, item: &ValueType, compat: bool) -> Decoded<'a>
 }
 
 /// An integer literal checked against the type's range, exactly.
-fn integer<'a>(n: NumLit<'_>, ty: &ValueType, pos: usize) -> Result<Val<'a>, Invalid> {
+pub(crate) fn integer<'a>(n: NumLit<'_>, ty: &ValueType, pos: usize) -> Result<Val<'a>, Invalid> {
     if !n.integer {
         return Err(Invalid::new(
             ErrorCode::TypeMismatch,
@@ -350,7 +350,7 @@ fn fast_f64(text: &str) -> Option<f64> {
 }
 
 /// Any JSON number as a float; it must stay finite in the target width.
-fn float<'a>(n: NumLit<'_>, f32_wide: bool, pos: usize) -> Result<Val<'a>, Invalid> {
+pub(crate) fn float<'a>(n: NumLit<'_>, f32_wide: bool, pos: usize) -> Result<Val<'a>, Invalid> {
     let too_big = || {
         Invalid::new(
             ErrorCode::OutOfRange,
@@ -383,7 +383,7 @@ fn small_int(n: NumLit<'_>) -> Option<i64> {
     if n.integer && n.text.len() <= 20 { n.text.parse::<i64>().ok() } else { None }
 }
 
-fn date_from_days<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
+pub(crate) fn date_from_days<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
     let range = || {
         Invalid::new(
             ErrorCode::InvalidDate,
@@ -404,7 +404,7 @@ fn timestamp_bounds() -> (i64, i64) {
     (days_from_civil(MIN_YEAR, 1, 1) * MICROS_PER_DAY, (days_from_civil(MAX_YEAR, 12, 31) + 1) * MICROS_PER_DAY - 1)
 }
 
-fn timestamp_from_millis<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
+pub(crate) fn timestamp_from_millis<'a>(n: NumLit<'_>, pos: usize) -> Result<Val<'a>, Invalid> {
     let range = || {
         Invalid::new(
             ErrorCode::InvalidDatetime,

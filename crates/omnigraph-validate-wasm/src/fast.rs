@@ -1,0 +1,439 @@
+//! The fast acceptor: decides "this strict line is a valid record, and here
+//! is its row" and nothing else. It never reports: any line it does not
+//! accept, for whatever reason (an error, an escape, an unusual member
+//! order, a bound), goes to the explainer (`record::parse_record`), which is
+//! the single source of every diagnostic. A report therefore cannot differ
+//! from the explainer's alone, provided the acceptor accepts only lines the
+//! explainer accepts, with the same row: `differential` checks exactly that
+//! (unit tests, the conformance corpus, the fuzz targets).
+//!
+//! Why it is faster: it reads bytes once, left to right, against the
+//! schema (member names compared to the property expected next, integers
+//! converted while scanned, no member-name sets, no error paths), and the
+//! row is built by the same code as the explainer's (`Row::new`).
+
+use std::borrow::Cow;
+
+use crate::json::{NumLit, scan_plain};
+use crate::limits::Limits;
+use crate::record::{Row, canonical_id, meets_constraints, resolve_type};
+use crate::report::TableKind;
+use crate::schema::{Schema, TypeDef, ValueType};
+use crate::value::{Val, date_from_days, decode_base64, float, integer, parse_date, parse_datetime, timestamp_from_millis};
+
+/// Types with more properties than this always take the explainer (their
+/// presence set would not fit one word).
+const MAX_FAST_PROPS: usize = 128;
+
+/// What the acceptor knows of each type before the first line.
+pub struct Plan {
+    types: Vec<TypePlan>,
+}
+
+struct TypePlan {
+    /// Properties that must be present and non-null, as a bit set.
+    required: u128,
+    /// Per property: it carries an `@range` or `@check`.
+    ruled: Vec<bool>,
+    /// The type has few enough properties for the acceptor.
+    fits: bool,
+    /// Every property is nullable, so `data` may be left out.
+    data_optional: bool,
+}
+
+impl Plan {
+    pub fn new(schema: &Schema) -> Plan {
+        let types = schema
+            .types
+            .iter()
+            .map(|def| {
+                let fits = def.props.len() <= MAX_FAST_PROPS;
+                let required = if fits {
+                    def.props.iter().enumerate().filter(|(_, p)| !p.nullable).fold(0u128, |bits, (i, _)| bits | 1 << i)
+                } else {
+                    0
+                };
+                let ruled = (0..def.props.len())
+                    .map(|i| def.ranges.iter().any(|r| r.prop == i) || def.checks.iter().any(|r| r.prop == i))
+                    .collect();
+                TypePlan { required, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable) }
+            })
+            .collect();
+        Plan { types }
+    }
+}
+
+/// Where a line is in the batch.
+#[derive(Clone, Copy)]
+pub struct LineAt {
+    pub line: u64,
+    pub offset: u64,
+}
+
+/// The row of `text` (one strict line without its line end) when the
+/// explainer would accept it with exactly that row; `None` otherwise.
+pub fn accept<'a>(
+    plan: &Plan,
+    schema: &Schema,
+    limits: &Limits,
+    text: &'a str,
+    at: LineAt,
+    keep_values: bool,
+    values: &mut Vec<Val<'a>>,
+) -> Option<(usize, Row<'a>)> {
+    let mut sc = Scan { s: text, b: text.as_bytes(), p: 0, structure: 0, depth: 0, deepest: 0 };
+    sc.open(b'{')?;
+    let (mut node_type, mut edge, mut id, mut from, mut to) = (None, None, None, None, None);
+    let mut data_as = None;
+    let mut seen = 0u8;
+    loop {
+        let key = sc.key()?;
+        let (bit, slot) = match key.as_bytes() {
+            b"type" => (1, Some(&mut node_type)),
+            b"edge" => (2, Some(&mut edge)),
+            b"id" => (4, Some(&mut id)),
+            b"from" => (8, Some(&mut from)),
+            b"to" => (16, Some(&mut to)),
+            b"data" => (32, None),
+            _ => return None,
+        };
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
+        if let Some(slot) = slot {
+            *slot = Some(sc.string()?);
+        } else {
+            // As the explainer does in time: the type is named before `data`.
+            let t = match (node_type, edge) {
+                (Some(name), None) => resolve_type(schema, name, TableKind::Node)?,
+                (None, Some(name)) => resolve_type(schema, name, TableKind::Edge)?,
+                _ => return None,
+            };
+            sc.data(&plan.types[t], &schema.types[t], values)?;
+            data_as = Some(t);
+        }
+        if !sc.after_member()? {
+            break;
+        }
+    }
+    sc.ws();
+    if sc.p != sc.b.len() || sc.structure > limits.max_json_structure || sc.deepest > u64::from(limits.max_json_depth) {
+        return None;
+    }
+    let (name, kind) = match (node_type, edge) {
+        (Some(name), None) => (name, TableKind::Node),
+        (None, Some(name)) => (name, TableKind::Edge),
+        _ => return None,
+    };
+    let t = match data_as {
+        Some(t) => t,
+        None => resolve_type(schema, name, kind)?,
+    };
+    let def = &schema.types[t];
+    let (src, dst) = match kind {
+        TableKind::Node if from.is_none() && to.is_none() => ("", ""),
+        TableKind::Edge => (from?, to?),
+        TableKind::Node => return None,
+    };
+    if data_as.is_none() {
+        if !plan.types[t].data_optional {
+            return None;
+        }
+        values.clear();
+        values.resize(def.props.len(), Val::Null);
+    }
+    let id = match canonical_id(def, values) {
+        None => id.map(Cow::Borrowed),
+        Some(canonical) if id.is_none_or(|given| given == canonical) => Some(canonical),
+        Some(_) => return None,
+    };
+    Some((t, Row::new(at.line, at.offset, def, id, Cow::Borrowed(src), Cow::Borrowed(dst), values, keep_values)))
+}
+
+/// A left-to-right reader that gives up (`None`) at anything unusual. It
+/// counts structural characters and depth exactly as `json::Cursor` does.
+struct Scan<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    p: usize,
+    structure: u64,
+    depth: u64,
+    deepest: u64,
+}
+
+/// A number literal and, for an integer of at most 19 digits, its sign and
+/// magnitude (converted while scanned).
+type Number<'a> = (NumLit<'a>, Option<(bool, u64)>);
+
+impl<'a> Scan<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.p) {
+            self.p += 1;
+        }
+    }
+
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.p).copied()
+    }
+
+    #[inline]
+    fn structural(&mut self) {
+        self.structure += 1;
+        self.p += 1;
+    }
+
+    #[inline]
+    fn open(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then_some(())?;
+        self.structural();
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
+        Some(())
+    }
+
+    #[inline]
+    fn close(&mut self) {
+        self.structural();
+        self.depth -= 1;
+    }
+
+    /// After an object member: true at `,` (another follows), false at `}`.
+    #[inline]
+    fn after_member(&mut self) -> Option<bool> {
+        self.after(b'}')
+    }
+
+    #[inline]
+    fn after(&mut self, end: u8) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.structural();
+                Some(true)
+            }
+            c if c == end => {
+                self.close();
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    /// True (and consumed) when the container just opened is empty.
+    #[inline]
+    fn empty(&mut self, end: u8) -> bool {
+        if self.peek() == Some(end) {
+            self.close();
+            return true;
+        }
+        false
+    }
+
+    /// A string without escapes (escapes are left to the explainer).
+    #[inline]
+    fn string(&mut self) -> Option<&'a str> {
+        (self.peek()? == b'"').then_some(())?;
+        let start = self.p + 1;
+        let end = scan_plain(self.b, start);
+        (self.b.get(end) == Some(&b'"')).then_some(())?;
+        self.p = end + 1;
+        // Quotes are ASCII, so both ends are character boundaries.
+        Some(&self.s[start..end])
+    }
+
+    #[inline]
+    fn key(&mut self) -> Option<&'a str> {
+        let key = self.string()?;
+        (self.peek()? == b':').then_some(())?;
+        self.structural();
+        Some(key)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.p..].starts_with(word).then_some(())?;
+        self.p += word.len();
+        Some(())
+    }
+
+    /// The JSON number grammar, as `Cursor::parse_number`.
+    fn number(&mut self) -> Option<Number<'a>> {
+        self.ws();
+        let b = self.b;
+        let start = self.p;
+        let mut p = start;
+        let negative = b.get(p) == Some(&b'-');
+        p += negative as usize;
+        let mut magnitude: u64 = 0;
+        let digits_at = p;
+        match b.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(&c @ b'0'..=b'9') = b.get(p) {
+                    magnitude = magnitude.wrapping_mul(10).wrapping_add((c - b'0') as u64);
+                    p += 1;
+                }
+            }
+            _ => return None,
+        }
+        let digits = p - digits_at;
+        let mut integer = true;
+        if b.get(p) == Some(&b'.') {
+            integer = false;
+            p += 1;
+            let from = p;
+            while let Some(b'0'..=b'9') = b.get(p) {
+                p += 1;
+            }
+            (p > from).then_some(())?;
+        }
+        if let Some(b'e' | b'E') = b.get(p) {
+            integer = false;
+            p += 1;
+            if let Some(b'+' | b'-') = b.get(p) {
+                p += 1;
+            }
+            let from = p;
+            while let Some(b'0'..=b'9') = b.get(p) {
+                p += 1;
+            }
+            (p > from).then_some(())?;
+        }
+        // A digit here ("01") is refused by the caller, which expects `,`,
+        // `}` or `]` after every value.
+        self.p = p;
+        let small = (integer && digits <= 19).then_some((negative, magnitude));
+        Some((NumLit { text: &self.s[start..p], integer }, small))
+    }
+
+    /// `data`, decoded into `values` like `record::parse_data` would, when
+    /// every property is valid.
+    fn data(&mut self, plan: &TypePlan, def: &TypeDef, values: &mut Vec<Val<'a>>) -> Option<()> {
+        if !plan.fits {
+            return None;
+        }
+        self.open(b'{')?;
+        values.clear();
+        values.resize(def.props.len(), Val::Null);
+        let mut present = 0u128;
+        if !self.empty(b'}') {
+            let mut next = 0;
+            loop {
+                let key = self.key()?;
+                // Records usually list properties in the schema's order.
+                let i = match def.props.get(next) {
+                    Some(p) if p.name == key => next,
+                    _ => def.prop(key)?,
+                };
+                next = i + 1;
+                if present & 1 << i != 0 {
+                    return None;
+                }
+                present |= 1 << i;
+                let prop = &def.props[i];
+                let v = self.value(&prop.ty)?;
+                if v == Val::Null {
+                    prop.nullable.then_some(())?;
+                } else if plan.ruled[i] && !meets_constraints(def, i, &v) {
+                    return None;
+                }
+                values[i] = v;
+                if !self.after_member()? {
+                    break;
+                }
+            }
+        }
+        (plan.required & !present == 0).then_some(())
+    }
+
+    fn value(&mut self, ty: &ValueType) -> Option<Val<'a>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(Val::Null);
+        }
+        self.present(ty)
+    }
+
+    /// A value that is not null, as `value::decode_present` decodes it.
+    fn present(&mut self, ty: &ValueType) -> Option<Val<'a>> {
+        Some(match ty {
+            ValueType::String => Val::Str(Cow::Borrowed(self.string()?)),
+            ValueType::Enum(allowed) => {
+                let s = self.string()?;
+                allowed.iter().any(|v| v == s).then_some(())?;
+                Val::Str(Cow::Borrowed(s))
+            }
+            ValueType::Bool => match self.peek()? {
+                b't' => self.literal(b"true").map(|_| Val::Bool(true))?,
+                _ => self.literal(b"false").map(|_| Val::Bool(false))?,
+            },
+            ValueType::I32 | ValueType::I64 | ValueType::U32 | ValueType::U64 => match self.number()? {
+                (_, Some((negative, magnitude))) => small_integer(ty, negative, magnitude)?,
+                (lit, None) => integer(lit, ty, 0).ok()?,
+            },
+            ValueType::F32 | ValueType::F64 => float(self.number()?.0, *ty == ValueType::F32, 0).ok()?,
+            ValueType::Date => match self.peek()? {
+                b'"' => Val::Date(parse_date(self.string()?).ok()?),
+                _ => date_from_days(self.number()?.0, 0).ok()?,
+            },
+            ValueType::DateTime => match self.peek()? {
+                b'"' => Val::Timestamp(parse_datetime(self.string()?).ok()?),
+                _ => timestamp_from_millis(self.number()?.0, 0).ok()?,
+            },
+            ValueType::Blob => Val::Blob(decode_base64(self.string()?.strip_prefix("base64:")?).ok()?),
+            ValueType::Vector(n) => {
+                self.open(b'[')?;
+                let mut out = Vec::with_capacity(*n as usize);
+                if !self.empty(b']') {
+                    loop {
+                        match float(self.number()?.0, true, 0).ok()? {
+                            Val::F32(v) => out.push(v),
+                            _ => return None,
+                        }
+                        if !self.after(b']')? {
+                            break;
+                        }
+                    }
+                }
+                (out.len() == *n as usize).then_some(())?;
+                Val::Vector(out)
+            }
+            ValueType::List(item) => {
+                self.open(b'[')?;
+                let mut out = Vec::new();
+                if !self.empty(b']') {
+                    loop {
+                        out.push(self.present(item)?);
+                        if !self.after(b']')? {
+                            break;
+                        }
+                    }
+                }
+                Val::List(out)
+            }
+        })
+    }
+}
+
+/// An integer of at most 19 digits in the range of `ty` (an integer type),
+/// as `value::integer` gives it (U32 as `Int`, U64 as `UInt`, `-0` as zero).
+fn small_integer<'a>(ty: &ValueType, negative: bool, magnitude: u64) -> Option<Val<'a>> {
+    let fits = match (ty, negative) {
+        (ValueType::I32, false) => magnitude <= i32::MAX as u64,
+        (ValueType::I32, true) => magnitude <= 1 << 31,
+        (ValueType::I64, false) => magnitude <= i64::MAX as u64,
+        (ValueType::I64, true) => magnitude <= 1 << 63,
+        (ValueType::U32, false) => magnitude <= u32::MAX as u64,
+        (_, false) => true,
+        (_, true) => magnitude == 0,
+    };
+    fits.then_some(())?;
+    Some(match ty {
+        ValueType::U64 => Val::UInt(magnitude),
+        // `magnitude` ≤ 2^63 here; 2^63 wraps to i64::MIN, which is -2^63.
+        _ if negative => Val::Int((magnitude as i64).wrapping_neg()),
+        _ => Val::Int(magnitude as i64),
+    })
+}
