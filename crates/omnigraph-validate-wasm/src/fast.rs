@@ -19,7 +19,10 @@ use crate::limits::Limits;
 use crate::record::{Row, canonical_id, meets_constraints, resolve_type};
 use crate::report::TableKind;
 use crate::schema::{Schema, TypeDef, ValueType};
-use crate::value::{Val, date_from_days, decode_base64, float, integer, parse_date, parse_datetime, timestamp_from_millis};
+use crate::value::{
+    Decimal, Val, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date, parse_datetime,
+    timestamp_from_millis,
+};
 
 /// Types with more properties than this always take the explainer (their
 /// presence set would not fit one word).
@@ -39,6 +42,10 @@ struct TypePlan {
     fits: bool,
     /// Every property is nullable, so `data` may be left out.
     data_optional: bool,
+    /// Per property, `"name":` as written without whitespace or escapes:
+    /// the member expected next is recognised by one comparison. `None`
+    /// for a name that would need escaping (never for identifiers).
+    members: Vec<Option<Box<[u8]>>>,
 }
 
 impl Plan {
@@ -56,7 +63,15 @@ impl Plan {
                 let ruled = (0..def.props.len())
                     .map(|i| def.ranges.iter().any(|r| r.prop == i) || def.checks.iter().any(|r| r.prop == i))
                     .collect();
-                TypePlan { required, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable) }
+                let members = def
+                    .props
+                    .iter()
+                    .map(|p| {
+                        let plain = p.name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+                        plain.then(|| format!("\"{}\":", p.name).into_bytes().into())
+                    })
+                    .collect();
+                TypePlan { required, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable), members }
             })
             .collect();
         Plan { types }
@@ -162,9 +177,9 @@ struct Scan<'a> {
     deepest: u64,
 }
 
-/// A number literal and, for an integer of at most 19 digits, its sign and
-/// magnitude (converted while scanned).
-type Number<'a> = (NumLit<'a>, Option<(bool, u64)>);
+/// A number literal and, without exponent and for at most 19 digits, its
+/// [`Decimal`] (converted while scanned, as `value::decimal_parts` would).
+type Number<'a> = (NumLit<'a>, Option<Decimal>);
 
 impl<'a> Scan<'a> {
     #[inline]
@@ -252,6 +267,20 @@ impl<'a> Scan<'a> {
         Some(key)
     }
 
+    /// True (and consumed, its `:` counted) when `"name":` comes next.
+    #[inline]
+    fn member(&mut self, quoted: Option<&[u8]>) -> bool {
+        self.ws();
+        match quoted {
+            Some(q) if self.b[self.p..].starts_with(q) => {
+                self.p += q.len() - 1;
+                self.structural();
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         self.b[self.p..].starts_with(word).then_some(())?;
         self.p += word.len();
@@ -266,31 +295,39 @@ impl<'a> Scan<'a> {
         let mut p = start;
         let negative = b.get(p) == Some(&b'-');
         p += negative as usize;
-        let mut magnitude: u64 = 0;
-        let digits_at = p;
+        let mut mantissa: u64 = 0;
+        let mut digit = |p: &mut usize, c: u8| {
+            mantissa = mantissa.wrapping_mul(10).wrapping_add((c - b'0') as u64);
+            *p += 1;
+        };
+        let int_at = p;
         match b.get(p) {
             Some(b'0') => p += 1,
             Some(b'1'..=b'9') => {
                 while let Some(&c @ b'0'..=b'9') = b.get(p) {
-                    magnitude = magnitude.wrapping_mul(10).wrapping_add((c - b'0') as u64);
-                    p += 1;
+                    digit(&mut p, c);
                 }
             }
             _ => return None,
         }
-        let digits = p - digits_at;
+        let mut digits = p - int_at;
+        let mut fraction = 0;
         let mut integer = true;
         if b.get(p) == Some(&b'.') {
             integer = false;
             p += 1;
             let from = p;
-            while let Some(b'0'..=b'9') = b.get(p) {
-                p += 1;
+            while let Some(&c @ b'0'..=b'9') = b.get(p) {
+                digit(&mut p, c);
             }
-            (p > from).then_some(())?;
+            fraction = p - from;
+            (fraction > 0).then_some(())?;
+            digits += fraction;
         }
+        let mut decimal = digits <= 19;
         if let Some(b'e' | b'E') = b.get(p) {
             integer = false;
+            decimal = false;
             p += 1;
             if let Some(b'+' | b'-') = b.get(p) {
                 p += 1;
@@ -304,8 +341,8 @@ impl<'a> Scan<'a> {
         // A digit here ("01") is refused by the caller, which expects `,`,
         // `}` or `]` after every value.
         self.p = p;
-        let small = (integer && digits <= 19).then_some((negative, magnitude));
-        Some((NumLit { text: &self.s[start..p], integer }, small))
+        let parts = decimal.then_some((negative, mantissa, -(fraction as i32)));
+        Some((NumLit { text: &self.s[start..p], integer }, parts))
     }
 
     /// `data`, decoded into `values` like `record::parse_data` would, when
@@ -321,12 +358,8 @@ impl<'a> Scan<'a> {
         if !self.empty(b'}') {
             let mut next = 0;
             loop {
-                let key = self.key()?;
                 // Records usually list properties in the schema's order.
-                let i = match def.props.get(next) {
-                    Some(p) if p.name == key => next,
-                    _ => def.prop(key)?,
-                };
+                let i = if self.member(plan.members.get(next).and_then(Option::as_deref)) { next } else { def.prop(self.key()?)? };
                 next = i + 1;
                 if present & 1 << i != 0 {
                     return None;
@@ -370,10 +403,17 @@ impl<'a> Scan<'a> {
                 _ => self.literal(b"false").map(|_| Val::Bool(false))?,
             },
             ValueType::I32 | ValueType::I64 | ValueType::U32 | ValueType::U64 => match self.number()? {
-                (_, Some((negative, magnitude))) => small_integer(ty, negative, magnitude)?,
-                (lit, None) => integer(lit, ty, 0).ok()?,
+                (lit, Some((negative, magnitude, 0))) if lit.integer => small_integer(ty, negative, magnitude)?,
+                (lit, _) => integer(lit, ty, 0).ok()?,
             },
-            ValueType::F32 | ValueType::F64 => float(self.number()?.0, *ty == ValueType::F32, 0).ok()?,
+            ValueType::F32 => match self.number()? {
+                (_, Some(parts)) if let Some(v) = clinger_f32(parts) => Val::F32(v),
+                (lit, _) => float(lit, true, 0).ok()?,
+            },
+            ValueType::F64 => match self.number()? {
+                (_, Some(parts)) if let Some(v) = clinger_f64(parts) => Val::F64(v),
+                (lit, _) => float(lit, false, 0).ok()?,
+            },
             ValueType::Date => match self.peek()? {
                 b'"' => Val::Date(parse_date(self.string()?).ok()?),
                 _ => date_from_days(self.number()?.0, 0).ok()?,
@@ -388,7 +428,7 @@ impl<'a> Scan<'a> {
                 let mut out = Vec::with_capacity(*n as usize);
                 if !self.empty(b']') {
                     loop {
-                        match float(self.number()?.0, true, 0).ok()? {
+                        match self.present(&ValueType::F32)? {
                             Val::F32(v) => out.push(v),
                             _ => return None,
                         }

@@ -299,9 +299,12 @@ const POW10_F64: [f64; 23] = [
 ];
 const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
 
-/// A short decimal literal as (negative, mantissa, decimal exponent), if
-/// its digits fit a u64.
-fn decimal_parts(text: &str) -> Option<(bool, u64, i32)> {
+/// A short decimal literal as (negative, mantissa, decimal exponent): all
+/// its digits as one integer and minus the number of fraction digits.
+pub(crate) type Decimal = (bool, u64, i32);
+
+/// The [`Decimal`] of a literal without exponent and of at most 19 digits.
+fn decimal_parts(text: &str) -> Option<Decimal> {
     let b = text.as_bytes();
     let (negative, mut p) = if b.first() == Some(&b'-') { (true, 1) } else { (false, 0) };
     let mut mantissa: u64 = 0;
@@ -332,7 +335,14 @@ fn decimal_parts(text: &str) -> Option<(bool, u64, i32)> {
 /// exact in the target width, one IEEE multiply or divide is correctly
 /// rounded. Same answer as the general parser, much cheaper.
 fn fast_f32(text: &str) -> Option<f32> {
-    let (negative, m, e) = decimal_parts(text)?;
+    decimal_parts(text).and_then(clinger_f32)
+}
+
+fn fast_f64(text: &str) -> Option<f64> {
+    decimal_parts(text).and_then(clinger_f64)
+}
+
+pub(crate) fn clinger_f32((negative, m, e): Decimal) -> Option<f32> {
     if m > 1 << 24 || e.unsigned_abs() as usize >= POW10_F32.len() {
         return None;
     }
@@ -340,8 +350,7 @@ fn fast_f32(text: &str) -> Option<f32> {
     Some(if negative { -v } else { v })
 }
 
-fn fast_f64(text: &str) -> Option<f64> {
-    let (negative, m, e) = decimal_parts(text)?;
+pub(crate) fn clinger_f64((negative, m, e): Decimal) -> Option<f64> {
     if m > 1 << 53 || e.unsigned_abs() as usize >= POW10_F64.len() {
         return None;
     }
