@@ -102,6 +102,15 @@ pub const MODULE_CACHE_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600)
 /// never an error.
 pub const MAX_COMPILED_SCHEMAS: usize = 64;
 
+/// Address space wasmtime reserves for each validator instance's linear
+/// memory, and the guard region after it. With 4 GiB reserved (every 32-bit
+/// index) and a guard that covers static offsets, the compiled artifact
+/// needs no bounds check on its loads and stores; lowering either brings
+/// them back (a test in `validator.rs` fails). These are wasmtime 48's own
+/// 64-bit defaults, set explicitly so they cannot change silently.
+pub const WASM_MEMORY_RESERVATION: u64 = 1 << 32;
+pub const WASM_MEMORY_GUARD: u64 = 32 << 20;
+
 /// The nice value of the server's maintenance thread
 /// (`graph::spawn_maintenance`): where loads saturate every core it gets
 /// about a tenth of one (CFS weight 110 against 1024): slower, never stopped.

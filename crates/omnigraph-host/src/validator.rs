@@ -32,7 +32,7 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap, Val,
 };
 
-use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION};
+use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION, WASM_MEMORY_GUARD, WASM_MEMORY_RESERVATION};
 
 /// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
 /// `scripts/build-wasm.sh` and shipped in the npm package.
@@ -187,22 +187,7 @@ impl Validator {
     /// [`Validator::new`] with compiled modules kept in `module_cache`
     /// (`None`: compiled in every process).
     pub fn with_module_cache(config: RunnerConfig, module_cache: Option<PathBuf>) -> Result<Validator, ValidatorError> {
-        let mut pooling = PoolingAllocationConfig::default();
-        pooling
-            .total_core_instances(config.max_instances)
-            // Each instance takes two memory slots: its linear memory and the
-            // GC heap behind wasm-bindgen's externref table.
-            .total_memories(config.max_instances * MEMORY_SLOTS_PER_INSTANCE)
-            .total_tables(config.max_instances * 2)
-            .total_gc_heaps(config.max_instances)
-            .max_tables_per_module(2)
-            .max_memory_size(config.memory_limit as usize)
-            // Reused slots keep this much memory mapped (zeroed with memset),
-            // so a batch does not pay page faults for every page it touches.
-            .linear_memory_keep_resident(config.keep_resident as usize);
-        let mut wasm_config = Config::new();
-        wasm_config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        let engine = Engine::new(&wasm_config).map_err(setup_error)?;
+        let engine = Engine::new(&engine_config(&config)).map_err(setup_error)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.weak();
         let ticker_stop = stop.clone();
@@ -447,6 +432,32 @@ impl Validator {
 
 /// Writes a compiled module to `entry` through a temporary file and a
 /// rename, so readers see a whole entry or none.
+/// wasmtime's configuration for the artifact: epoch interruption for the
+/// deadline, pooling slots bounded by `config`, and the memory reservation
+/// under which the compiled code needs no bounds checks.
+fn engine_config(config: &RunnerConfig) -> Config {
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_core_instances(config.max_instances)
+        // Each instance takes two memory slots: its linear memory and the
+        // GC heap behind wasm-bindgen's externref table.
+        .total_memories(config.max_instances * MEMORY_SLOTS_PER_INSTANCE)
+        .total_tables(config.max_instances * 2)
+        .total_gc_heaps(config.max_instances)
+        .max_tables_per_module(2)
+        .max_memory_size(config.memory_limit as usize)
+        // Reused slots keep this much memory mapped (zeroed with memset),
+        // so a batch does not pay page faults for every page it touches.
+        .linear_memory_keep_resident(config.keep_resident as usize);
+    let mut wasm_config = Config::new();
+    wasm_config
+        .epoch_interruption(true)
+        .memory_reservation(WASM_MEMORY_RESERVATION)
+        .memory_guard_size(WASM_MEMORY_GUARD)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    wasm_config
+}
+
 fn store_module(module: &Module, entry: &Path) -> std::io::Result<()> {
     let bytes = module.serialize().map_err(std::io::Error::other)?;
     let dir = entry.parent().expect("an entry is inside the cache directory");
@@ -516,5 +527,29 @@ impl std::hash::Hasher for DigestHasher {
     /// Never read: the name comes from the digest.
     fn finish(&self) -> u64 {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tunable of the engine configuration as wasmtime reports it (only
+    /// those set explicitly are listed).
+    fn tunable(config: &Config, name: &str) -> u64 {
+        let debug = format!("{config:?}");
+        let at = debug.find(&format!("{name}: ")).unwrap_or_else(|| panic!("{name} is not set explicitly: {debug}"));
+        let digits: String = debug[at + name.len() + 2..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().expect("a number")
+    }
+
+    #[test]
+    fn the_artifact_runs_without_bounds_checks() {
+        let config = engine_config(&RunnerConfig::default());
+        // Every 32-bit index lands in reserved address space, and static
+        // offsets in the guard after it: wasmtime then emits no bounds check.
+        assert!(tunable(&config, "memory_reservation") >= 1 << 32, "a memory reservation under 4 GiB brings bounds checks back");
+        assert!(tunable(&config, "memory_guard_size") >= 32 << 20, "a smaller guard brings bounds checks back for static offsets");
+        Engine::new(&config).expect("the configuration is valid");
     }
 }

@@ -43,6 +43,12 @@ fn value_dom(batch: &[u8]) {
     }
 }
 
+/// The lines of `batch` that `keep` selects, each with its line end.
+fn lines_where(batch: &[u8], keep: impl Fn(&[u8]) -> bool) -> String {
+    let kept: Vec<&[u8]> = batch.split(|&c| c == b'\n').filter(|l| !l.is_empty() && keep(l)).collect();
+    String::from_utf8(kept.join(&b"\n"[..])).expect("the batch is UTF-8") + "\n"
+}
+
 fn median_secs(mut f: impl FnMut()) -> f64 {
     f();
     let mut times: Vec<f64> = (0..5)
@@ -73,6 +79,19 @@ fn targets() {
     println!();
     println!("Timed pass (medians of 5, MiB/s): validate {:.1}, prepare {:.1}, IgnoredAny {:.1}, Value {:.1}",
         mib / validating, mib / preparing, mib / syntax, mib / dom);
+    // The worst cases, against the same syntax check of their own bytes:
+    // a batch of only edges (every endpoint external) and one in which every
+    // line is invalid (each record goes through the acceptor and then the
+    // explainer).
+    let edges = lines_where(&batch, |line| line.starts_with(b"{\"edge\""));
+    let errors = lines_where(&batch, |_| true).replace("\"data\":{", "\"data\":{\"nope\":1,");
+    assert!(!validate(&schema, &options, errors.as_bytes()).ok, "every line of the errors batch is invalid");
+    for (name, worst) in [("edges_only", edges.as_bytes()), ("errors_only", errors.as_bytes())] {
+        let validating = median_secs(|| drop(std::hint::black_box(validate(&schema, &options, worst))));
+        let syntax = median_secs(|| ignored_any(worst));
+        println!("worst case {name}: {} bytes, validate {:.1} MiB/s, {name}_vs_ignoredany {:.2}",
+            worst.len(), worst.len() as f64 / (1024.0 * 1024.0) / validating, syntax / validating);
+    }
     // Throughput ratios: time of the baseline over time of the validator.
     target("validate_vs_ignoredany", syntax / validating, 1.0);
     target("validate_vs_value", dom / validating, 3.0);
