@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{median_time, target, target_at_least};
 use criterion::{Criterion, Throughput, criterion_group};
-use omnigraph_host::validator::{RunnerConfig, ValidateOutcome, Validator};
+use omnigraph_host::validator::{PrepareResult, RunnerConfig, ValidateOutcome, Validator};
 use omnigraph_validate_wasm::{Options, Schema, validate};
 
 const SCHEMA: &str = include_str!("../../../tests/bench/schema.pg");
@@ -64,6 +64,25 @@ fn people_batch() -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The validation step of a load (`Graph::validate`) on the commit
+/// bench's batch: the artifact's `prepare` with the schema compiled once,
+/// giving each table's Arrow batch; and, for comparison, the report alone.
+fn commit_validation_step(validator: &Validator) -> (Duration, Duration) {
+    let compiled = Schema::compile(common::SCHEMA).unwrap();
+    let options = serde_json::to_vec(&Options::default()).unwrap();
+    let batch = common::ndjson(0..common::BATCH_ROWS, 30);
+    let step = || match validator.prepare_compiled(common::SCHEMA, &compiled, &options, &batch).unwrap() {
+        PrepareResult::Accepted { tables, .. } => {
+            let rows: usize = tables.iter().map(|t| t.batch.num_rows()).sum();
+            assert_eq!(rows, common::BATCH_ROWS);
+        }
+        other => panic!("{other:?}"),
+    };
+    step();
+    let report_only = median_time(21, || assert_valid(validator.validate(common::SCHEMA, &options, &batch).unwrap()));
+    (report_only, median_time(21, step))
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -84,6 +103,7 @@ fn targets() {
     let people = people_batch();
     assert_valid(validator.validate(PEOPLE, b"", &people).unwrap());
     let people_time = median_time(21, || validator.validate(PEOPLE, b"", &people).unwrap());
+    let (step_validate, step) = commit_validation_step(&validator);
     let native = median_time(5, || validate(&schema, &options, &batch));
     let wasm = median_time(5, || validator.validate(SCHEMA, options_json, &batch).unwrap());
     let mib = batch.len() as f64 / (1024.0 * 1024.0);
@@ -95,8 +115,11 @@ fn targets() {
     println!("  1-line batch, first call (compiles the schema once): {:.1} µs", us(first));
     println!("  1-line batch, schema compiled: {:.1} µs", us(one_line));
     println!("  8,192 people of samples/people.pg ({} bytes): {:.2} ms", people.len(), people_time.as_secs_f64() * 1e3);
+    println!("  the commit bench's validation step, {} rows of its schema: {:.2} ms (report only: {:.2} ms)",
+        common::BATCH_ROWS, step.as_secs_f64() * 1e3, step_validate.as_secs_f64() * 1e3);
     println!();
     println!("{}", target("wasmtime_one_line_batch_us", us(one_line), 100.0));
+    println!("{}", target("commit_validation_step_ms", step.as_secs_f64() * 1e3, 5.0));
     println!("{}", target_at_least("wasmtime_vs_native", native.as_secs_f64() / wasm.as_secs_f64(), 0.8));
 }
 

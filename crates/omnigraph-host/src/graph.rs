@@ -3,13 +3,11 @@
 //! its invariants, docs/storage.md for the layout.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Cursor;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use arrow_ipc::reader::StreamReader;
 use fail::fail_point;
 use futures::TryStreamExt;
 use lance::Dataset;

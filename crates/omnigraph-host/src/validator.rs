@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
-use omnigraph_validate_wasm::{PreparedTable, Schema, tables_from_rows};
+use omnigraph_validate_wasm::{PreparedBatch, Schema, batches_from_rows};
 use sha2::{Digest, Sha256};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap, Val,
@@ -120,9 +120,9 @@ pub enum ValidateOutcome {
 }
 
 /// The result of `prepare`: Arrow per touched table for an accepted batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PrepareResult {
-    Accepted { report_json: String, tables: Vec<PreparedTable> },
+    Accepted { report_json: String, tables: Vec<PreparedBatch> },
     Rejected { report_json: String },
     SchemaError(String),
     OptionsError(String),
@@ -323,8 +323,8 @@ impl Validator {
     }
 
     /// Validates a batch in the artifact and, if it is accepted, turns the
-    /// canonical rows it returns into Arrow IPC per table (natively: the
-    /// artifact carries no Arrow code).
+    /// canonical rows it returns into an Arrow record batch per table
+    /// (natively: the artifact carries no Arrow code).
     pub fn prepare(&self, schema: &str, options: &[u8], batch: &[u8]) -> Result<PrepareResult, ValidatorError> {
         // The artifact compiles this schema too; natively it cannot fail.
         let compiled = Schema::compile(schema).map_err(|e| ValidatorError::Abi(format!("schema: {e}")))?;
@@ -348,7 +348,7 @@ impl Validator {
         let abi_error = |e: abi::MalformedBuffer| ValidatorError::Abi(e.to_string());
         Ok(match abi::decode_prepare(&out).map_err(abi_error)? {
             PrepareOutcome::Accepted { report_json, rows } => {
-                PrepareResult::Accepted { report_json, tables: tables_from_rows(compiled, &rows).map_err(abi_error)? }
+                PrepareResult::Accepted { report_json, tables: batches_from_rows(compiled, &rows).map_err(abi_error)? }
             }
             PrepareOutcome::Rejected { report_json } => PrepareResult::Rejected { report_json },
             PrepareOutcome::SchemaError(e) => PrepareResult::SchemaError(e),

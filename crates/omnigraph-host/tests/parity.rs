@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use omnigraph_host::validator::{ARTIFACT, PrepareResult, RunnerConfig, ValidateOutcome, Validator};
-use omnigraph_validate_wasm::{Options, Schema, prepare};
+use arrow_ipc::reader::StreamReader;
+use omnigraph_validate_wasm::{Options, PreparedBatch, PreparedTable, Schema, prepare};
 
 /// Compiled once per test binary: Cranelift compilation is the slow part.
 static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| Validator::new(RunnerConfig::default()).expect("validator"));
@@ -69,6 +70,13 @@ fn every_corpus_report_is_byte_identical_in_wasmtime() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
+fn read_ipc(table: PreparedTable) -> PreparedBatch {
+    let mut reader = StreamReader::try_new(std::io::Cursor::new(table.ipc), None).unwrap();
+    let batch = reader.next().expect("one batch per table").unwrap();
+    assert_eq!(batch.num_rows() as u64, table.rows);
+    PreparedBatch { kind: table.kind, name: table.name, lines: table.lines, batch }
+}
+
 #[test]
 fn prepare_in_wasmtime_equals_native_prepare() {
     let mut checked = 0;
@@ -80,7 +88,9 @@ fn prepare_in_wasmtime_equals_native_prepare() {
         let options = Options::from_json(&options_json).unwrap();
         let native = prepare(&schema, &options, &input).unwrap();
         let wasm = VALIDATOR.prepare(&source, &options_json, &input).unwrap();
-        let expected = PrepareResult::Accepted { report_json: native.report.to_json(), tables: native.tables };
+        // The native tables' IPC bytes, read back, are the batches the host gets.
+        let tables = native.tables.into_iter().map(read_ipc).collect();
+        let expected = PrepareResult::Accepted { report_json: native.report.to_json(), tables };
         assert_eq!(wasm, expected, "{}", dir.display());
         checked += 1;
     }

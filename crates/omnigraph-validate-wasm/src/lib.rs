@@ -103,26 +103,56 @@ pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepa
         .iter()
         .zip(&outcome.tables)
         .filter(|(_, rows)| !rows.is_empty())
-        .map(|(def, rows)| arrow_table(def, rows))
+        .map(|(def, rows)| arrow_batch(def, rows).into_table())
         .collect();
     Ok(Prepared { report: outcome.report, tables })
+}
+
+/// One touched table of an accepted batch as an Arrow record batch: what
+/// [`PreparedTable::ipc`] serializes, for a host that stays in-process.
+#[cfg(feature = "arrow")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedBatch {
+    pub kind: TableKind,
+    pub name: String,
+    /// The batch line of each row, as [`PreparedTable::lines`].
+    pub lines: Vec<u64>,
+    pub batch: arrow_array::RecordBatch,
+}
+
+#[cfg(feature = "arrow")]
+impl PreparedBatch {
+    /// The same table as Arrow IPC stream bytes.
+    pub fn into_table(self) -> PreparedTable {
+        PreparedTable {
+            kind: self.kind,
+            name: self.name,
+            rows: self.lines.len() as u64,
+            lines: self.lines,
+            ipc: arrow_out::ipc_stream(&self.batch).expect("writing IPC to memory cannot fail"),
+        }
+    }
 }
 
 /// Turns canonical rows (from [`prepare_rows`] or the wasm artifact's
 /// `og_prepare`) into Arrow tables, exactly as [`prepare`] would.
 #[cfg(feature = "arrow")]
 pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTable>, abi::MalformedBuffer> {
-    Ok(rows::decode(schema, rows)?.iter().map(|(t, rows)| arrow_table(&schema.types[*t], rows)).collect())
+    Ok(batches_from_rows(schema, rows)?.into_iter().map(PreparedBatch::into_table).collect())
+}
+
+/// [`tables_from_rows`] without the IPC encoding: the record batches.
+#[cfg(feature = "arrow")]
+pub fn batches_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
+    Ok(rows::decode(schema, rows)?.iter().map(|(t, rows)| arrow_batch(&schema.types[*t], rows)).collect())
 }
 
 #[cfg(feature = "arrow")]
-fn arrow_table(def: &TypeDef, rows: &[record::Row<'_>]) -> PreparedTable {
-    let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
-    PreparedTable {
+fn arrow_batch(def: &TypeDef, rows: &[record::Row<'_>]) -> PreparedBatch {
+    PreparedBatch {
         kind: def.kind,
         name: def.name.clone(),
-        rows: rows.len() as u64,
         lines: rows.iter().map(|row| row.line).collect(),
-        ipc: arrow_out::ipc_stream(&batch).expect("writing IPC to memory cannot fail"),
+        batch: arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema"),
     }
 }

@@ -178,12 +178,12 @@ impl<'b> Reader<'b> {
         Ok(u32::from_le_bytes(self.array()?) as usize)
     }
 
-    fn str(&mut self) -> Result<String, MalformedBuffer> {
+    fn str(&mut self) -> Result<&'b str, MalformedBuffer> {
         let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| MalformedBuffer("text is not UTF-8"))
+        std::str::from_utf8(self.take(n)?).map_err(|_| MalformedBuffer("text is not UTF-8"))
     }
 
-    fn value(&mut self, depth: u32) -> Result<Val<'static>, MalformedBuffer> {
+    fn value(&mut self, depth: u32) -> Result<Val<'b>, MalformedBuffer> {
         Ok(match self.take(1)?[0] {
             tag::NULL => Val::Null,
             tag::BOOL => Val::Bool(self.take(1)?[0] != 0),
@@ -191,7 +191,7 @@ impl<'b> Reader<'b> {
             tag::UINT => Val::UInt(u64::from_le_bytes(self.array()?)),
             tag::F32 => Val::F32(f32::from_le_bytes(self.array()?)),
             tag::F64 => Val::F64(f64::from_le_bytes(self.array()?)),
-            tag::STR => Val::Str(std::borrow::Cow::Owned(self.str()?)),
+            tag::STR => Val::Str(std::borrow::Cow::Borrowed(self.str()?)),
             tag::DATE => Val::Date(i32::from_le_bytes(self.array()?)),
             tag::TIMESTAMP => Val::Timestamp(i64::from_le_bytes(self.array()?)),
             tag::BLOB => {
@@ -217,10 +217,10 @@ impl<'b> Reader<'b> {
 }
 
 /// Decodes [`encode`]'s output (hosts only: they build Arrow from it): per
-/// table, its index in `schema.types` and its rows (owned, with their lines;
-/// offsets and batch-check fields are not carried).
+/// table, its index in `schema.types` and its rows (text borrowed from
+/// `bytes`, with their lines; offsets and batch-check fields are not carried).
 #[cfg(feature = "arrow")]
-pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<Row<'static>>)>, MalformedBuffer> {
+pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Vec<Row<'b>>)>, MalformedBuffer> {
     let mut r = Reader { bytes, pos: 0 };
     let count = r.len()?;
     let mut tables = Vec::with_capacity(count.min(schema.types.len()));
@@ -233,9 +233,9 @@ pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<Row<'stat
             let line = u64::from_le_bytes(r.array()?);
             let id = match r.take(1)?[0] {
                 0 => None,
-                _ => Some(std::borrow::Cow::Owned(r.str()?)),
+                _ => Some(std::borrow::Cow::Borrowed(r.str()?)),
             };
-            let (src, dst) = (std::borrow::Cow::Owned(r.str()?), std::borrow::Cow::Owned(r.str()?));
+            let (src, dst) = (std::borrow::Cow::Borrowed(r.str()?), std::borrow::Cow::Borrowed(r.str()?));
             let count = r.len()?;
             if count != def.props.len() {
                 return Err(MalformedBuffer("row does not match its table"));

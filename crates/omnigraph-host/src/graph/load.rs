@@ -21,9 +21,7 @@ impl Graph {
                 let mut decoded = Vec::with_capacity(tables.len());
                 for table in tables {
                     let t = self.schema.type_index(&table.name).expect("the validator names schema types");
-                    let mut reader = StreamReader::try_new(Cursor::new(table.ipc), None).map_err(storage_error)?;
-                    let rows = reader.next().transpose().map_err(storage_error)?.expect("one batch per table");
-                    decoded.push(BatchTable { t, rows, lines: table.lines });
+                    decoded.push(BatchTable { t, rows: table.batch, lines: table.lines });
                 }
                 Ok(Validated { report_json, tables: decoded, external_refs: refs.external_refs })
             }
