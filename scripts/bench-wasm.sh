@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One run, one generated ~32 MiB batch, four runtimes: native and wasmtime
-# (criterion, crates/omnigraph-host/benches/wasm_runner.rs), Node and
-# Chromium (web/bench). Also the per-batch overhead in wasmtime and the
-# artifact's size. Figures go to docs/performance.md by hand.
+# (criterion, crates/omnigraph-host/benches/wasm_runner.rs, in the `dev`
+# profile the host ships in), Node and Chromium (web/bench). Also the
+# per-batch overhead in wasmtime and the artifact's size. Ends in one
+# `target` line per goal (wasmtime's from wasm_runner, then Node's,
+# Chromium's and the size); figures go to docs/performance.md by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
@@ -12,11 +14,34 @@ scripts/build-wasm.sh
 BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
 cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH"
 
+gz=$(gzip -9c web/pkg/web/validate_bg.wasm | wc -c)
 echo "== artifact"
-echo "raw $(stat -c %s web/pkg/web/validate_bg.wasm) bytes, gzip -9 $(gzip -9c web/pkg/web/validate_bg.wasm | wc -c) bytes"
-echo "== native and wasmtime (criterion)"
-cargo bench --locked -p omnigraph-host --bench wasm_runner 2>&1 | grep -E '^[a-z0-9_/]+ +time:|^[a-zA-Z0-9_/]+$|time:|thrpt:' | grep -v '%'
+echo "raw $(stat -c %s web/pkg/web/validate_bg.wasm) bytes, gzip -9 $gz bytes"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+echo "== native and wasmtime (criterion, then the timed pass)"
+cargo bench --locked --profile dev -p omnigraph-host --bench wasm_runner 2>&1 | tee "$log" \
+  | grep -E '^[a-z0-9_/]+ +time:|^[a-zA-Z0-9_/]+$|time:|thrpt:' | grep -v '%'
+sed -n '/^Timed pass/,$p' "$log"
 echo "== node"
-node web/bench/node-bench.mjs "$BATCH" "$BATCH.options.json"
+node web/bench/node-bench.mjs "$BATCH" "$BATCH.options.json" | tee -a "$log"
 echo "== chromium"
-node web/bench/browser-bench.mjs "$BATCH" "$BATCH.options.json"
+node web/bench/browser-bench.mjs "$BATCH" "$BATCH.options.json" | tee -a "$log"
+
+# The cross-runtime targets of this one run, against its native pass.
+echo
+python3 - "$log" "$gz" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def ms(pattern):
+    return float(re.search(pattern, text).group(1))
+native = ms(r"32 MiB batch: native ([0-9.]+) ms")
+node = ms(r"node validate 32MiB: median ([0-9.]+) ms")
+chromium_first = ms(r"chromium validate 32MiB: first ([0-9.]+) ms")
+def at_least(name, measured, goal):
+    print(f"target {name} {measured:.2f} {goal} {'met' if measured >= goal else 'not met'}")
+at_least("node_vs_native", native / node, 0.9)
+at_least("chromium_first_call_vs_native", native / chromium_first, 0.8)
+kb = int(sys.argv[2]) / 1000
+print(f"target artifact_gzip_kb {kb:.1f} 400 {'met' if kb <= 400 else 'not met'}")
+PY
