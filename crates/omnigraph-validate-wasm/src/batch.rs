@@ -459,12 +459,17 @@ fn at_row(row: &Row<'_>) -> Position {
 
 
 /// When the sizes sum to more than `limit`: the row at which the running
-/// total, in line order, first exceeds it, and the sum.
-fn crossing<'r, 'a>(sized: &mut [(&'r Row<'a>, u64)], limit: u64) -> Option<(&'r Row<'a>, u64)> {
-    let total: u64 = sized.iter().map(|(_, size)| size).sum();
+/// total, in line order, first exceeds it, and the sum. Only a batch over
+/// the limit pays for collecting and ordering the rows.
+fn crossing<'r, 'a: 'r>(
+    sized: impl Iterator<Item = (&'r Row<'a>, u64)> + Clone,
+    limit: u64,
+) -> Option<(&'r Row<'a>, u64)> {
+    let total: u64 = sized.clone().map(|(_, size)| size).sum();
     if total <= limit {
         return None;
     }
+    let mut sized: Vec<_> = sized.collect();
     sized.sort_by_key(|(row, _)| row.line);
     let mut running = 0;
     let (row, _) = sized
@@ -480,7 +485,7 @@ fn crossing<'r, 'a>(sized: &mut [(&'r Row<'a>, u64)], limit: u64) -> Option<(&'r
 fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
     let limits = &options.limits;
     let keyed = options.mode != Mode::Overwrite;
-    let mut all = Vec::new();
+    let all = || tables.iter().flatten();
     for (def, rows) in schema.types.iter().zip(tables) {
         if keyed && rows.len() as u64 > limits.max_table_rows {
             let row = &rows[limits.max_table_rows as usize];
@@ -498,8 +503,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 ),
             );
         }
-        let mut sized: Vec<_> = rows.iter().map(|row| (row, row.arrow_bytes)).collect();
-        if let Some((row, total)) = crossing(&mut sized, limits.max_table_bytes) {
+        if let Some((row, total)) = crossing(rows.iter().map(|row| (row, row.arrow_bytes)), limits.max_table_bytes) {
             sink.push_limit(
                 at_row(row),
                 ErrorCode::TableBytesLimit,
@@ -513,9 +517,8 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
                 ),
             );
         }
-        all.extend(sized);
     }
-    if let Some((row, total)) = crossing(&mut all, limits.max_total_arrow_bytes) {
+    if let Some((row, total)) = crossing(all().map(|row| (row, row.arrow_bytes)), limits.max_total_arrow_bytes) {
         sink.push_limit(
             at_row(row),
             ErrorCode::TableBytesLimit,
@@ -529,8 +532,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sin
     if !keyed {
         return;
     }
-    let mut estimated: Vec<_> = all.iter().map(|&(row, _)| (row, keyed_parse_bytes(row))).collect();
-    if let Some((row, total)) = crossing(&mut estimated, limits.max_keyed_parse_bytes) {
+    if let Some((row, total)) = crossing(all().map(|row| (row, keyed_parse_bytes(row))), limits.max_keyed_parse_bytes) {
         sink.push_limit(
             at_row(row),
             ErrorCode::BatchBytesLimit,
