@@ -656,13 +656,15 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
     let plan = fast::Plan::new(schema);
     let limits = &options.limits;
     let (mut accepted, mut lines) = (0, 0);
+    // One buffer for every line, as in `strict_lines`: a line that keeps
+    // its values starts from what the line before left in it.
+    let mut values = Vec::new();
     for (n, raw) in batch.split(|&b| b == b'\n').enumerate() {
         lines += 1;
         let content = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(content) else { continue };
         let at = LineAt { line: n as u64 + 1, offset: 0 };
-        for keep_values in [false, true] {
-            let mut values = Vec::new();
+        for keep_values in [true, false] {
             let Some(fast_row) = fast::accept(&plan, schema, limits, text, at, keep_values, &mut values) else { continue };
             accepted += u64::from(keep_values);
             let mut sink = ErrorSink::new(16);

@@ -18,7 +18,7 @@ use crate::json::{NumLit, scan_plain};
 use crate::limits::Limits;
 use crate::record::{Row, canonical_id, meets_constraints, resolve_type};
 use crate::report::TableKind;
-use crate::schema::{Schema, TypeDef, ValueType};
+use crate::schema::{PropDef, Schema, TypeDef, ValueType};
 use crate::value::{
     Decimal, Val, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date, parse_datetime,
     timestamp_from_millis,
@@ -36,6 +36,8 @@ pub struct Plan {
 struct TypePlan {
     /// Properties that must be present and non-null, as a bit set.
     required: u128,
+    /// Every property, as a bit set.
+    all: u128,
     /// Per property: it carries an `@range` or `@check`.
     ruled: Vec<bool>,
     /// The type has few enough properties for the acceptor.
@@ -55,11 +57,11 @@ impl Plan {
             .iter()
             .map(|def| {
                 let fits = def.props.len() <= MAX_FAST_PROPS;
-                let required = if fits {
-                    def.props.iter().enumerate().filter(|(_, p)| !p.nullable).fold(0u128, |bits, (i, _)| bits | 1 << i)
-                } else {
-                    0
+                let bits = |keep: &dyn Fn(&PropDef) -> bool| {
+                    let props = def.props.iter().enumerate().filter(|(_, p)| fits && keep(p));
+                    props.fold(0u128, |bits, (i, _)| bits | 1 << i)
                 };
+                let (required, all) = (bits(&|p| !p.nullable), bits(&|_| true));
                 let ruled = (0..def.props.len())
                     .map(|i| def.ranges.iter().any(|r| r.prop == i) || def.checks.iter().any(|r| r.prop == i))
                     .collect();
@@ -71,7 +73,7 @@ impl Plan {
                         plain.then(|| format!("\"{}\":", p.name).into_bytes().into())
                     })
                     .collect();
-                TypePlan { required, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable), members }
+                TypePlan { required, all, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable), members }
             })
             .collect();
         Plan { types }
@@ -352,8 +354,12 @@ impl<'a> Scan<'a> {
             return None;
         }
         self.open(b'{')?;
-        values.clear();
-        values.resize(def.props.len(), Val::Null);
+        // Every slot is overwritten below (given, or null when absent), so a
+        // buffer of the right length is reused as it is.
+        if values.len() != def.props.len() {
+            values.clear();
+            values.resize(def.props.len(), Val::Null);
+        }
         let mut present = 0u128;
         if !self.empty(b'}') {
             let mut next = 0;
@@ -378,7 +384,13 @@ impl<'a> Scan<'a> {
                 }
             }
         }
-        (plan.required & !present == 0).then_some(())
+        (plan.required & !present == 0).then_some(())?;
+        let mut absent = !present & plan.all;
+        while absent != 0 {
+            values[absent.trailing_zeros() as usize] = Val::Null;
+            absent &= absent - 1;
+        }
+        Some(())
     }
 
     fn value(&mut self, ty: &ValueType) -> Option<Val<'a>> {
