@@ -184,11 +184,12 @@ pub fn parse_record<'a>(
                 format!("{} is a reserved system name and cannot be sent", echo(&key))
             });
         } else {
-            let suggestion = hint(&key, ENVELOPE_MEMBERS.into_iter());
+            // Messages (and their suggestions) are built only for errors the report keeps.
             cx.emit(at, ErrorCode::UnknownField, &path, || {
                 format!(
-                    "unknown member {}{suggestion}; records have \"type\" or \"edge\", \"id\", \"from\", \"to\" and \"data\"",
-                    echo(&key)
+                    "unknown member {}{}; records have \"type\" or \"edge\", \"id\", \"from\", \"to\" and \"data\"",
+                    echo(&key),
+                    hint(&key, ENVELOPE_MEMBERS.into_iter())
                 )
             });
         }
@@ -303,17 +304,19 @@ fn report_unknown_type(cx: &mut RecordCtx, name: &str, at: usize, kind: TableKin
     let member = if kind == TableKind::Node { "type" } else { "edge" };
     let path = format!("/{member}");
     let schema = cx.schema;
-    let message = if let Some(other) = schema.type_index(name) {
-        let other = &schema.types[other];
-        let right = if other.kind == TableKind::Node { "type" } else { "edge" };
-        format!("{} is a {} type; write it as \"{right}\": {}", echo(name), other.kind.word(), echo(name))
-    } else if schema.is_interface(name) {
-        format!("{} is an interface; interfaces are never stored, name a node type that implements it", echo(name))
-    } else {
-        let candidates = schema.types.iter().filter(|t| t.kind == kind).map(|t| t.name.as_str());
-        format!("unknown {} type {}{}", kind.word(), echo(name), hint(name, candidates))
+    let message = || {
+        if let Some(other) = schema.type_index(name) {
+            let other = &schema.types[other];
+            let right = if other.kind == TableKind::Node { "type" } else { "edge" };
+            format!("{} is a {} type; write it as \"{right}\": {}", echo(name), other.kind.word(), echo(name))
+        } else if schema.is_interface(name) {
+            format!("{} is an interface; interfaces are never stored, name a node type that implements it", echo(name))
+        } else {
+            let candidates = schema.types.iter().filter(|t| t.kind == kind).map(|t| t.name.as_str());
+            format!("unknown {} type {}{}", kind.word(), echo(name), hint(name, candidates))
+        }
     };
-    cx.emit(at, ErrorCode::UnknownType, &path, || message);
+    cx.emit(at, ErrorCode::UnknownType, &path, message);
 }
 
 /// All properties absent (no `data`): non-nullable ones are errors.
@@ -456,9 +459,8 @@ fn report_unknown_property(cx: &mut RecordCtx, def: &TypeDef, key: &str, at: usi
     } else if is_reserved(key) {
         cx.emit(at, ErrorCode::ReservedField, path, || format!("{} is a reserved system name and cannot be sent", echo(key)));
     } else {
-        let suggestion = hint(key, def.props.iter().map(|p| p.name.as_str()));
         cx.emit(at, ErrorCode::UnknownProperty, path, || {
-            format!("{kind} {} has no property {}{suggestion}", def.name, echo(key))
+            format!("{kind} {} has no property {}{}", def.name, echo(key), hint(key, def.props.iter().map(|p| p.name.as_str())))
         });
     }
 }
