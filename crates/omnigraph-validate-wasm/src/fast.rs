@@ -42,8 +42,6 @@ struct TypePlan {
     ruled: Vec<bool>,
     /// The type has few enough properties for the acceptor.
     fits: bool,
-    /// Every property is nullable, so `data` may be left out.
-    data_optional: bool,
     /// Per property, `"name":` as written without whitespace or escapes:
     /// the member expected next is recognised by one comparison. `None`
     /// for a name that would need escaping (never for identifiers).
@@ -73,7 +71,7 @@ impl Plan {
                         plain.then(|| format!("\"{}\":", p.name).into_bytes().into())
                     })
                     .collect();
-                TypePlan { required, all, ruled, fits, data_optional: def.props.iter().all(|p| p.nullable), members }
+                TypePlan { required, all, ruled, fits, members }
             })
             .collect();
         Plan { types }
@@ -154,7 +152,10 @@ pub fn accept<'a>(
         TableKind::Node => return None,
     };
     if data_as.is_none() {
-        if !plan.types[t].data_optional {
+        // Without `data` every property is null: only a type that requires
+        // none (and that the acceptor reads at all) may leave it out.
+        let plan = &plan.types[t];
+        if !plan.fits || plan.required != 0 {
             return None;
         }
         values.clear();
