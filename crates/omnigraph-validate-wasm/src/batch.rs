@@ -1,21 +1,19 @@
-//! The batch: framing (SPEC §2.1, §2.6), then the checks that need every
-//! record (SPEC §2.5): duplicate ids and folding, table bounds, `@unique`,
-//! endpoints, `@card`.
+//! The batch: framing (SPEC §2.1, §2.6) of strict lines or a compat stream;
+//! each accepted row goes to the batch checks (`checks`, SPEC §2.5).
 
 use memchr::memchr;
 
+use crate::checks::{Accepted, Settled};
 use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
-use crate::options::{Mode, Options};
+use crate::options::Options;
 use crate::record::{RecordCtx, Row, parse_record};
 use crate::value::Val;
-use crate::rows::keyed_parse_bytes;
 use crate::report::{
-    End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, Report, Rules, Stats, TableStat, echo,
+    ErrorCode, ErrorSink, LimitDetail, Position, Report, Rules, Stats, TableStat,
 };
-use crate::schema::{Schema, UniqueMember};
-use crate::strmap::StrMap;
+use crate::schema::Schema;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -35,7 +33,7 @@ struct Counts {
 /// Validates `bytes`; `keep_values` keeps each row's values for Arrow output.
 pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values: bool) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
-    let mut tables: Vec<Vec<Row<'a>>> = vec![Vec::new(); schema.types.len()];
+    let mut accepted = Accepted::new(schema, options.mode);
     let limits = &options.limits;
     let counts = if bytes.len() as u64 > limits.max_batch_bytes {
         sink.push_limit(
@@ -50,15 +48,11 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values:
         );
         Counts { lines: 0, records: 0, blank_lines: 0 }
     } else if options.strict {
-        strict_lines(schema, options, bytes, keep_values, &mut sink, &mut tables)
+        strict_lines(schema, options, bytes, keep_values, &mut sink, &mut accepted)
     } else {
-        compat_stream(schema, options, bytes, keep_values, &mut sink, &mut tables)
+        compat_stream(schema, options, bytes, keep_values, &mut sink, &mut accepted)
     };
-    let (folded, ids) = fold_duplicates(schema, options.mode, &mut tables, &mut sink);
-    check_bounds(schema, options, &tables, &mut sink);
-    check_unique(schema, &tables, &mut sink);
-    let external_refs = check_endpoints(schema, options.mode, &tables, &ids, &mut sink);
-    check_card(schema, &tables, &mut sink);
+    let Settled { tables, folded, external_refs } = accepted.finish(options, &mut sink);
 
     let stats = Stats {
         lines: counts.lines,
@@ -167,7 +161,7 @@ fn strict_lines<'a>(
     bytes: &'a [u8],
     keep_values: bool,
     sink: &mut ErrorSink,
-    tables: &mut [Vec<Row<'a>>],
+    accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
     let limits = &options.limits;
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
@@ -221,7 +215,7 @@ fn strict_lines<'a>(
         };
         let at_line = LineAt { line, offset: line_start as u64 };
         if let Some((t, row)) = fast::accept(&plan, schema, limits, text, at_line, keep_values, &mut values) {
-            tables[t].push(row);
+            accepted.push(t, row, sink);
             continue;
         }
         match explain_line(schema, options, text, at_line, keep_values, sink, &mut values) {
@@ -233,7 +227,7 @@ fn strict_lines<'a>(
                         )
                     });
                 } else if let Some((t, row)) = row {
-                    tables[t].push(row);
+                    accepted.push(t, row, sink);
                 }
             }
             (Err(JsonError::Eof { .. }), _) => {
@@ -328,7 +322,7 @@ fn compat_stream<'a>(
     bytes: &'a [u8],
     keep_values: bool,
     sink: &mut ErrorSink,
-    tables: &mut [Vec<Row<'a>>],
+    accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
     let limits = &options.limits;
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
@@ -386,7 +380,7 @@ fn compat_stream<'a>(
             line_start,
         };
         match parse_record(&mut cur, &mut cx, &mut values) {
-            Ok(Some((t, row))) => tables[t].push(row),
+            Ok(Some((t, row))) => accepted.push(t, row, sink),
             Ok(None) => {}
             Err(e) => {
                 let failed_at = match &e {
@@ -404,247 +398,6 @@ fn compat_stream<'a>(
         }
     }
     counts
-}
-
-/// Duplicate ids per type: folded (last wins) in merge, errors otherwise.
-/// Returns how many records were folded away and, per table, its ids.
-fn fold_duplicates<'a>(
-    schema: &Schema,
-    mode: Mode,
-    tables: &mut [Vec<Row<'a>>],
-    sink: &mut ErrorSink,
-) -> (u64, Vec<StrMap<usize>>) {
-    let mut folded = 0;
-    let mut all_ids = Vec::with_capacity(tables.len());
-    for (def, rows) in schema.types.iter().zip(tables.iter_mut()) {
-        let mut dead = vec![false; rows.len()];
-        let mut first: StrMap<usize> = StrMap::with_capacity(rows.len());
-        for (i, row) in rows.iter().enumerate() {
-            let Some(id) = &row.id else { continue };
-            match first.insert_new(id, i) {
-                None => {}
-                Some(earlier) if mode == Mode::Merge => {
-                    dead[*earlier] = true;
-                    *earlier = i;
-                    folded += 1;
-                }
-                Some(earlier) => {
-                    dead[i] = true;
-                    let line = row.line;
-                    let earlier_line = rows[*earlier].line;
-                    sink.push(at_row(row), ErrorCode::DuplicateId, "/id", || {
-                        format!(
-                            "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
-                            def.kind.word(),
-                            def.name,
-                            echo(id),
-                            mode.as_str()
-                        )
-                    });
-                }
-            }
-        }
-        all_ids.push(first);
-        if dead.contains(&true) {
-            let mut flags = dead.into_iter();
-            rows.retain(|_| !flags.next().expect("one flag per row"));
-        }
-    }
-    (folded, all_ids)
-}
-
-fn at_row(row: &Row<'_>) -> Position {
-    Position { line: row.line, offset: row.offset, column: 0 }
-}
-
-
-/// When the sizes sum to more than `limit`: the row at which the running
-/// total, in line order, first exceeds it, and the sum. Only a batch over
-/// the limit pays for collecting and ordering the rows.
-fn crossing<'r, 'a: 'r>(
-    sized: impl Iterator<Item = (&'r Row<'a>, u64)> + Clone,
-    limit: u64,
-) -> Option<(&'r Row<'a>, u64)> {
-    let total: u64 = sized.clone().map(|(_, size)| size).sum();
-    if total <= limit {
-        return None;
-    }
-    let mut sized: Vec<_> = sized.collect();
-    sized.sort_by_key(|(row, _)| row.line);
-    let mut running = 0;
-    let (row, _) = sized
-        .iter()
-        .find(|(_, size)| {
-            running += size;
-            running > limit
-        })
-        .expect("the total exceeds the limit");
-    Some((row, total))
-}
-
-fn check_bounds(schema: &Schema, options: &Options, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
-    let limits = &options.limits;
-    let keyed = options.mode != Mode::Overwrite;
-    let all = || tables.iter().flatten();
-    for (def, rows) in schema.types.iter().zip(tables) {
-        if keyed && rows.len() as u64 > limits.max_table_rows {
-            let row = &rows[limits.max_table_rows as usize];
-            sink.push_limit(
-                at_row(row),
-                ErrorCode::TableRowsLimit,
-                LimitDetail { resource: format!("rows:{}", def.name), limit: limits.max_table_rows, actual: rows.len() as u64 },
-                format!(
-                    "line {}: {} {} has {} rows in this batch; the limit is {} per table: split the batch",
-                    row.line,
-                    def.kind.word(),
-                    def.name,
-                    rows.len(),
-                    limits.max_table_rows
-                ),
-            );
-        }
-        if let Some((row, total)) = crossing(rows.iter().map(|row| (row, row.arrow_bytes)), limits.max_table_bytes) {
-            sink.push_limit(
-                at_row(row),
-                ErrorCode::TableBytesLimit,
-                LimitDetail { resource: format!("arrow_bytes:{}", def.name), limit: limits.max_table_bytes, actual: total },
-                format!(
-                    "line {}: {} {} needs {total} Arrow bytes; the limit is {} per table: split the batch",
-                    row.line,
-                    def.kind.word(),
-                    def.name,
-                    limits.max_table_bytes
-                ),
-            );
-        }
-    }
-    if let Some((row, total)) = crossing(all().map(|row| (row, row.arrow_bytes)), limits.max_total_arrow_bytes) {
-        sink.push_limit(
-            at_row(row),
-            ErrorCode::TableBytesLimit,
-            LimitDetail { resource: "arrow_bytes".into(), limit: limits.max_total_arrow_bytes, actual: total },
-            format!(
-                "line {}: the batch needs {total} Arrow bytes over all tables; the limit is {}: split the batch",
-                row.line, limits.max_total_arrow_bytes
-            ),
-        );
-    }
-    if !keyed {
-        return;
-    }
-    if let Some((row, total)) = crossing(all().map(|row| (row, keyed_parse_bytes(row))), limits.max_keyed_parse_bytes) {
-        sink.push_limit(
-            at_row(row),
-            ErrorCode::BatchBytesLimit,
-            LimitDetail { resource: "keyed_parse_bytes".into(), limit: limits.max_keyed_parse_bytes, actual: total },
-            format!(
-                "line {}: applying the batch by id needs an estimated {total} bytes (Arrow bytes, ids and one map entry per row over all tables); the limit is {}: split the batch",
-                row.line, limits.max_keyed_parse_bytes
-            ),
-        );
-    }
-}
-
-fn check_unique(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
-    for (def, rows) in schema.types.iter().zip(tables) {
-        for (u, members) in def.uniques.iter().enumerate() {
-            let names: Vec<&str> = members
-                .iter()
-                .map(|m| match m {
-                    UniqueMember::Prop(i) => def.props[*i].name.as_str(),
-                    UniqueMember::Src => "src",
-                    UniqueMember::Dst => "dst",
-                })
-                .collect();
-            let mut seen: StrMap<u64> = StrMap::with_capacity(rows.len());
-            for row in rows {
-                let Some(tuple) = &row.unique_keys[u] else { continue };
-                if let Some(earlier) = seen.insert_new(tuple, row.line) {
-                    let path = match members.as_slice() {
-                        [UniqueMember::Prop(i)] => format!("/data/{}", def.props[*i].name),
-                        _ => String::new(),
-                    };
-                    let line = row.line;
-                    sink.push(at_row(row), ErrorCode::UniqueViolation, &path, || {
-                        format!(
-                            "line {line}: {} {} @unique({}) value {} is already used on line {earlier}",
-                            def.kind.word(),
-                            def.name,
-                            names.join(", "),
-                            echo(&tuple)
-                        )
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// Edge endpoints: in the batch (fine), certainly removed by an overwrite
-/// (`dangling_endpoint`), or external (listed for the host).
-fn check_endpoints(
-    schema: &Schema,
-    mode: Mode,
-    tables: &[Vec<Row<'_>>],
-    ids: &[StrMap<usize>],
-    sink: &mut ErrorSink,
-) -> Vec<ExternalRef> {
-    let mut refs = Vec::new();
-    for (def, rows) in schema.types.iter().zip(tables) {
-        let (Some(from), Some(to)) = (def.from, def.to) else { continue };
-        for row in rows {
-            for (end, node_type, id) in [(End::From, from, &row.src), (End::To, to, &row.dst)] {
-                if ids[node_type].get(id).is_some() {
-                    continue;
-                }
-                let node_name = &schema.types[node_type].name;
-                if mode == Mode::Overwrite && !tables[node_type].is_empty() {
-                    let member = if end == End::From { "from" } else { "to" };
-                    let line = row.line;
-                    sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
-                        format!(
-                            "line {line}: edge {} \"{member}\" is {}, but this overwrite replaces every {node_name} and that id is not in the batch",
-                            def.name,
-                            echo(id)
-                        )
-                    });
-                    continue;
-                }
-                refs.push(ExternalRef {
-                    edge: def.name.clone(),
-                    end,
-                    node_type: node_name.clone(),
-                    id: id.to_string(),
-                    line: row.line,
-                });
-            }
-        }
-    }
-    refs.sort_by(|a, b| (a.line, a.end, &a.edge).cmp(&(b.line, b.end, &b.edge)));
-    refs
-}
-
-fn check_card(schema: &Schema, tables: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
-    for (def, rows) in schema.types.iter().zip(tables) {
-        let Some(max) = def.card_max else { continue };
-        let mut per_source: StrMap<u64> = StrMap::with_capacity(rows.len());
-        for row in rows {
-            let n = per_source.insert_new(&row.src, 1).map_or(1, |n| {
-                *n += 1;
-                *n
-            });
-            if n == max + 1 {
-                let line = row.line;
-                sink.push(at_row(row), ErrorCode::CardViolation, "/from", || {
-                    format!(
-                        "line {line}: node {} has more than {max} {} edges in this batch; @card allows at most {max} per source",
-                        echo(&row.src),
-                        def.name
-                    )
-                });
-            }
-        }
-    }
 }
 
 /// Checks the fast acceptor against the explainer on every line of `batch`

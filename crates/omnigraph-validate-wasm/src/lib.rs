@@ -15,6 +15,7 @@ pub mod abi;
 #[cfg(feature = "arrow")]
 mod arrow_out;
 mod batch;
+mod checks;
 mod fast;
 mod json;
 pub mod limits;

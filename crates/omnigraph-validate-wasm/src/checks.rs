@@ -1,0 +1,383 @@
+//! The checks that need every record (SPEC §2.5): duplicate ids and
+//! folding, table bounds, `@unique`, endpoints, `@card`.
+//!
+//! They run as each accepted row arrives ([`Accepted::push`]), while its
+//! bytes are still in cache: its id is folded, its endpoints are looked up
+//! among the ids seen so far, its `@unique` tuples and `@card` source are
+//! counted and its sizes added to its table's totals. A second pass over
+//! 25 MB of rows re-read every id and endpoint from the batch with a cache
+//! miss each. What a later row can still change is settled in
+//! [`Accepted::finish`]: an endpoint not seen yet is looked up again among
+//! all the ids, and a table in which a row was folded away or refused as a
+//! duplicate has its `@unique`, `@card` and sizes counted again over the
+//! rows that survive (the streamed counts included the row that died). So
+//! the report is the one a pass over the surviving rows would give, and the
+//! sink orders errors itself, whatever order they are found in.
+
+use crate::options::{Mode, Options};
+use crate::record::Row;
+use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
+use crate::rows::keyed_parse_bytes;
+use crate::schema::{Schema, TypeDef, UniqueMember};
+use crate::strmap::StrMap;
+
+/// A batch's accepted rows per table (indexed like `Schema::types`), with
+/// the batch checks run as they arrive.
+pub struct Accepted<'s, 'a> {
+    schema: &'s Schema,
+    mode: Mode,
+    rows: Vec<Vec<Row<'a>>>,
+    tables: Vec<TableChecks>,
+    /// Edge endpoints that were not among the ids when their edge arrived.
+    unresolved: Vec<Unresolved>,
+    folded: u64,
+}
+
+/// What [`Accepted::finish`] gives: the rows that survive folding, in line
+/// order, how many were folded away, and the endpoints left to the host.
+pub struct Settled<'a> {
+    pub tables: Vec<Vec<Row<'a>>>,
+    pub folded: u64,
+    pub external_refs: Vec<ExternalRef>,
+}
+
+struct TableChecks {
+    /// Each id → the row that holds it now.
+    ids: StrMap<usize>,
+    /// Rows folded away or refused as duplicates.
+    dead: Vec<usize>,
+    tallies: Tallies,
+    arrow_bytes: u64,
+    keyed_bytes: u64,
+}
+
+struct Unresolved {
+    table: usize,
+    row: usize,
+    end: End,
+}
+
+/// `@unique` tuples and `@card` sources of one table, counted in row order.
+struct Tallies {
+    /// Per `@unique`: each tuple → the line of the first row with it.
+    uniques: Vec<StrMap<u64>>,
+    /// (unique, row, line of the row that has the tuple already).
+    clashes: Vec<(usize, usize, u64)>,
+    /// Per source: edges counted, when the type has `@card`.
+    sources: Option<StrMap<u64>>,
+    /// Rows at which their source passes `@card`.
+    over_card: Vec<usize>,
+}
+
+impl Tallies {
+    fn new(def: &TypeDef) -> Self {
+        Tallies {
+            uniques: def.uniques.iter().map(|_| StrMap::with_capacity(0)).collect(),
+            clashes: Vec::new(),
+            sources: def.card_max.map(|_| StrMap::with_capacity(0)),
+            over_card: Vec::new(),
+        }
+    }
+
+    fn over(def: &TypeDef, rows: &[Row<'_>]) -> Self {
+        let mut tallies = Tallies::new(def);
+        for (i, row) in rows.iter().enumerate() {
+            tallies.count(def, i, row);
+        }
+        tallies
+    }
+
+    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>) {
+        for (u, seen) in self.uniques.iter_mut().enumerate() {
+            let Some(tuple) = &row.unique_keys[u] else { continue };
+            if let Some(earlier) = seen.insert_new(tuple, row.line) {
+                self.clashes.push((u, i, *earlier));
+            }
+        }
+        if let (Some(sources), Some(max)) = (&mut self.sources, def.card_max) {
+            let n = sources.insert_new(&row.src, 1).map_or(1, |n| {
+                *n += 1;
+                *n
+            });
+            if n == max + 1 {
+                self.over_card.push(i);
+            }
+        }
+    }
+
+    fn report(&self, def: &TypeDef, rows: &[Row<'_>], sink: &mut ErrorSink) {
+        for &(u, i, earlier) in &self.clashes {
+            let members = &def.uniques[u];
+            let row = &rows[i];
+            let tuple = row.unique_keys[u].as_deref().expect("a clash has a tuple");
+            let path = match members.as_slice() {
+                [UniqueMember::Prop(p)] => format!("/data/{}", def.props[*p].name),
+                _ => String::new(),
+            };
+            let line = row.line;
+            sink.push(at_row(row), ErrorCode::UniqueViolation, &path, || {
+                let names: Vec<&str> = members
+                    .iter()
+                    .map(|m| match m {
+                        UniqueMember::Prop(p) => def.props[*p].name.as_str(),
+                        UniqueMember::Src => "src",
+                        UniqueMember::Dst => "dst",
+                    })
+                    .collect();
+                format!(
+                    "line {line}: {} {} @unique({}) value {} is already used on line {earlier}",
+                    def.kind.word(),
+                    def.name,
+                    names.join(", "),
+                    echo(tuple)
+                )
+            });
+        }
+        let Some(max) = def.card_max else { return };
+        for &i in &self.over_card {
+            let row = &rows[i];
+            let line = row.line;
+            sink.push(at_row(row), ErrorCode::CardViolation, "/from", || {
+                format!(
+                    "line {line}: node {} has more than {max} {} edges in this batch; @card allows at most {max} per source",
+                    echo(&row.src),
+                    def.name
+                )
+            });
+        }
+    }
+}
+
+impl<'s, 'a> Accepted<'s, 'a> {
+    pub fn new(schema: &'s Schema, mode: Mode) -> Self {
+        Accepted {
+            schema,
+            mode,
+            rows: schema.types.iter().map(|_| Vec::new()).collect(),
+            tables: schema
+                .types
+                .iter()
+                .map(|def| TableChecks {
+                    ids: StrMap::with_capacity(0),
+                    dead: Vec::new(),
+                    tallies: Tallies::new(def),
+                    arrow_bytes: 0,
+                    keyed_bytes: 0,
+                })
+                .collect(),
+            unresolved: Vec::new(),
+            folded: 0,
+        }
+    }
+
+    /// Takes an accepted row of table `t` and checks it against the rows so far.
+    pub fn push(&mut self, t: usize, row: Row<'a>, sink: &mut ErrorSink) {
+        let def = &self.schema.types[t];
+        let i = self.rows[t].len();
+        if let (Some(from), Some(to)) = (def.from, def.to) {
+            for (end, node_type, id) in [(End::From, from, &row.src), (End::To, to, &row.dst)] {
+                if self.tables[node_type].ids.get(id).is_none() {
+                    self.unresolved.push(Unresolved { table: t, row: i, end });
+                }
+            }
+        }
+        let rows = &self.rows[t];
+        let table = &mut self.tables[t];
+        if let Some(id) = &row.id {
+            match table.ids.insert_new(id, i) {
+                None => {}
+                Some(earlier) if self.mode == Mode::Merge => {
+                    table.dead.push(*earlier);
+                    *earlier = i;
+                    self.folded += 1;
+                }
+                Some(earlier) => {
+                    table.dead.push(i);
+                    let line = row.line;
+                    let earlier_line = rows[*earlier].line;
+                    let mode = self.mode;
+                    sink.push(at_row(&row), ErrorCode::DuplicateId, "/id", || {
+                        format!(
+                            "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
+                            def.kind.word(),
+                            def.name,
+                            echo(id),
+                            mode.as_str()
+                        )
+                    });
+                }
+            }
+        }
+        // Once a row of the table died, `finish` counts the table again.
+        if table.dead.is_empty() {
+            table.tallies.count(def, i, &row);
+            table.arrow_bytes += row.arrow_bytes;
+            table.keyed_bytes += keyed_parse_bytes(&row);
+        }
+        self.rows[t].push(row);
+    }
+
+    /// Settles what later rows could change and runs the bounds.
+    pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Settled<'a> {
+        let schema = self.schema;
+        let dead: Vec<Vec<bool>> = self
+            .tables
+            .iter()
+            .zip(&self.rows)
+            .map(|(table, rows)| {
+                let mut flags = vec![false; if table.dead.is_empty() { 0 } else { rows.len() }];
+                for &i in &table.dead {
+                    flags[i] = true;
+                }
+                flags
+            })
+            .collect();
+        let mut external_refs = Vec::new();
+        for u in &self.unresolved {
+            if dead[u.table].get(u.row) == Some(&true) {
+                continue;
+            }
+            let def = &schema.types[u.table];
+            let row = &self.rows[u.table][u.row];
+            let (node_type, id) = match u.end {
+                End::From => (def.from.expect("an edge"), &row.src),
+                End::To => (def.to.expect("an edge"), &row.dst),
+            };
+            if self.tables[node_type].ids.get(id).is_some() {
+                continue;
+            }
+            let node_name = &schema.types[node_type].name;
+            if self.mode == Mode::Overwrite && !self.rows[node_type].is_empty() {
+                let member = if u.end == End::From { "from" } else { "to" };
+                let line = row.line;
+                sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
+                    format!(
+                        "line {line}: edge {} \"{member}\" is {}, but this overwrite replaces every {node_name} and that id is not in the batch",
+                        def.name,
+                        echo(id)
+                    )
+                });
+                continue;
+            }
+            external_refs.push(ExternalRef {
+                edge: def.name.clone(),
+                end: u.end,
+                node_type: node_name.clone(),
+                id: id.to_string(),
+                line: row.line,
+            });
+        }
+        external_refs.sort_by(|a, b| (a.line, a.end, &a.edge).cmp(&(b.line, b.end, &b.edge)));
+        for (((def, table), rows), dead) in schema.types.iter().zip(&mut self.tables).zip(&mut self.rows).zip(dead) {
+            if dead.is_empty() {
+                continue;
+            }
+            let mut flags = dead.into_iter();
+            rows.retain(|_| !flags.next().expect("one flag per row"));
+            table.tallies = Tallies::over(def, rows);
+            table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
+            table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();
+        }
+        for ((def, table), rows) in schema.types.iter().zip(&self.tables).zip(&self.rows) {
+            table.tallies.report(def, rows, sink);
+        }
+        check_bounds(schema, options, &self.tables, &self.rows, sink);
+        Settled { tables: self.rows, folded: self.folded, external_refs }
+    }
+}
+
+fn at_row(row: &Row<'_>) -> Position {
+    Position { line: row.line, offset: row.offset, column: 0 }
+}
+
+/// When `total` is over `limit`: the row at which the running total of
+/// `sized`, in line order, first exceeds it. Only a batch over the limit
+/// pays for collecting and ordering the rows.
+fn crossing<'r, 'a: 'r>(
+    total: u64,
+    sized: impl Iterator<Item = (&'r Row<'a>, u64)>,
+    limit: u64,
+) -> Option<(&'r Row<'a>, u64)> {
+    if total <= limit {
+        return None;
+    }
+    let mut sized: Vec<_> = sized.collect();
+    sized.sort_by_key(|(row, _)| row.line);
+    let mut running = 0;
+    let (row, _) = sized
+        .iter()
+        .find(|(_, size)| {
+            running += size;
+            running > limit
+        })
+        .expect("the total exceeds the limit");
+    Some((row, total))
+}
+
+fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks], rows: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
+    let limits = &options.limits;
+    let keyed = options.mode != Mode::Overwrite;
+    let all = || rows.iter().flatten();
+    for ((def, table), rows) in schema.types.iter().zip(tables).zip(rows) {
+        if keyed && rows.len() as u64 > limits.max_table_rows {
+            let row = &rows[limits.max_table_rows as usize];
+            sink.push_limit(
+                at_row(row),
+                ErrorCode::TableRowsLimit,
+                LimitDetail { resource: format!("rows:{}", def.name), limit: limits.max_table_rows, actual: rows.len() as u64 },
+                format!(
+                    "line {}: {} {} has {} rows in this batch; the limit is {} per table: split the batch",
+                    row.line,
+                    def.kind.word(),
+                    def.name,
+                    rows.len(),
+                    limits.max_table_rows
+                ),
+            );
+        }
+        let sized = rows.iter().map(|row| (row, row.arrow_bytes));
+        if let Some((row, total)) = crossing(table.arrow_bytes, sized, limits.max_table_bytes) {
+            sink.push_limit(
+                at_row(row),
+                ErrorCode::TableBytesLimit,
+                LimitDetail { resource: format!("arrow_bytes:{}", def.name), limit: limits.max_table_bytes, actual: total },
+                format!(
+                    "line {}: {} {} needs {total} Arrow bytes; the limit is {} per table: split the batch",
+                    row.line,
+                    def.kind.word(),
+                    def.name,
+                    limits.max_table_bytes
+                ),
+            );
+        }
+    }
+    let arrow_bytes = tables.iter().map(|table| table.arrow_bytes).sum();
+    let sized = all().map(|row| (row, row.arrow_bytes));
+    if let Some((row, total)) = crossing(arrow_bytes, sized, limits.max_total_arrow_bytes) {
+        sink.push_limit(
+            at_row(row),
+            ErrorCode::TableBytesLimit,
+            LimitDetail { resource: "arrow_bytes".into(), limit: limits.max_total_arrow_bytes, actual: total },
+            format!(
+                "line {}: the batch needs {total} Arrow bytes over all tables; the limit is {}: split the batch",
+                row.line, limits.max_total_arrow_bytes
+            ),
+        );
+    }
+    if !keyed {
+        return;
+    }
+    let keyed_bytes = tables.iter().map(|table| table.keyed_bytes).sum();
+    let sized = all().map(|row| (row, keyed_parse_bytes(row)));
+    if let Some((row, total)) = crossing(keyed_bytes, sized, limits.max_keyed_parse_bytes) {
+        sink.push_limit(
+            at_row(row),
+            ErrorCode::BatchBytesLimit,
+            LimitDetail { resource: "keyed_parse_bytes".into(), limit: limits.max_keyed_parse_bytes, actual: total },
+            format!(
+                "line {}: applying the batch by id needs an estimated {total} bytes (Arrow bytes, ids and one map entry per row over all tables); the limit is {}: split the batch",
+                row.line, limits.max_keyed_parse_bytes
+            ),
+        );
+    }
+}
