@@ -11,7 +11,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
 
-use crate::record::Row;
+use crate::record::Rows;
 use crate::rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 use crate::report::TableKind;
 use crate::schema::{TypeDef, ValueType};
@@ -80,7 +80,7 @@ macro_rules! primitive_column {
     }};
 }
 
-fn column(ty: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
+fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
     match ty {
         ValueType::String | ValueType::Enum(_) => strings(rows.iter().map(|r| match &r.values[i] {
             Val::Str(s) => Some(s.as_ref()),
@@ -134,7 +134,7 @@ fn column(ty: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
     }
 }
 
-fn list_column(item: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
+fn list_column(item: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
     macro_rules! list_of {
         ($builder:expr, $pat:pat => $val:expr) => {{
             let mut b = ListBuilder::new($builder);
@@ -175,7 +175,7 @@ fn list_column(item: &ValueType, rows: &[Row<'_>], i: usize) -> ArrayRef {
 }
 
 /// The rows of one table as an Arrow record batch.
-pub fn record_batch(def: &TypeDef, rows: &[Row<'_>]) -> Result<RecordBatch, ArrowError> {
+pub fn record_batch(def: &TypeDef, rows: &Rows<'_>) -> Result<RecordBatch, ArrowError> {
     let schema = arrow_schema(def);
     let mut columns: Vec<ArrayRef> = vec![strings(rows.iter().map(|r| r.id.as_deref()))];
     if def.kind == TableKind::Edge {

@@ -8,7 +8,7 @@ use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::Options;
-use crate::record::{RecordCtx, Row, parse_record};
+use crate::record::{RecordCtx, Row, Rows, parse_record};
 use crate::value::Val;
 use crate::report::{
     ErrorCode, ErrorSink, LimitDetail, Position, Report, Rules, Stats, TableStat,
@@ -21,7 +21,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// (indexed like `Schema::types`), the rows that survive folding, in line order.
 pub struct Outcome<'a> {
     pub report: Report,
-    pub tables: Vec<Vec<Row<'a>>>,
+    pub tables: Vec<Rows<'a>>,
 }
 
 struct Counts {

@@ -15,7 +15,7 @@
 //! sink orders errors itself, whatever order they are found in.
 
 use crate::options::{Mode, Options};
-use crate::record::Row;
+use crate::record::{Row, Rows};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -26,7 +26,7 @@ use crate::strmap::StrMap;
 pub struct Accepted<'s, 'a> {
     schema: &'s Schema,
     mode: Mode,
-    rows: Vec<Vec<Row<'a>>>,
+    rows: Vec<Rows<'a>>,
     tables: Vec<TableChecks>,
     /// Edge endpoints that were not among the ids when their edge arrived.
     unresolved: Vec<Unresolved>,
@@ -36,7 +36,7 @@ pub struct Accepted<'s, 'a> {
 /// What [`Accepted::finish`] gives: the rows that survive folding, in line
 /// order, how many were folded away, and the endpoints left to the host.
 pub struct Settled<'a> {
-    pub tables: Vec<Vec<Row<'a>>>,
+    pub tables: Vec<Rows<'a>>,
     pub folded: u64,
     pub external_refs: Vec<ExternalRef>,
 }
@@ -79,7 +79,7 @@ impl Tallies {
         }
     }
 
-    fn over(def: &TypeDef, rows: &[Row<'_>]) -> Self {
+    fn over(def: &TypeDef, rows: &Rows<'_>) -> Self {
         let mut tallies = Tallies::new(def);
         for (i, row) in rows.iter().enumerate() {
             tallies.count(def, i, row);
@@ -105,7 +105,7 @@ impl Tallies {
         }
     }
 
-    fn report(&self, def: &TypeDef, rows: &[Row<'_>], sink: &mut ErrorSink) {
+    fn report(&self, def: &TypeDef, rows: &Rows<'_>, sink: &mut ErrorSink) {
         for &(u, i, earlier) in &self.clashes {
             let members = &def.uniques[u];
             let row = &rows[i];
@@ -153,7 +153,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
         Accepted {
             schema,
             mode,
-            rows: schema.types.iter().map(|_| Vec::new()).collect(),
+            rows: schema.types.iter().map(|_| Rows::default()).collect(),
             tables: schema
                 .types
                 .iter()
@@ -272,8 +272,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             if dead.is_empty() {
                 continue;
             }
-            let mut flags = dead.into_iter();
-            rows.retain(|_| !flags.next().expect("one flag per row"));
+            rows.remove_flagged(&dead);
             table.tallies = Tallies::over(def, rows);
             table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
             table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();
@@ -314,10 +313,10 @@ fn crossing<'r, 'a: 'r>(
     Some((row, total))
 }
 
-fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks], rows: &[Vec<Row<'_>>], sink: &mut ErrorSink) {
+fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks], rows: &[Rows<'_>], sink: &mut ErrorSink) {
     let limits = &options.limits;
     let keyed = options.mode != Mode::Overwrite;
-    let all = || rows.iter().flatten();
+    let all = || rows.iter().flat_map(Rows::iter);
     for ((def, table), rows) in schema.types.iter().zip(tables).zip(rows) {
         if keyed && rows.len() as u64 > limits.max_table_rows {
             let row = &rows[limits.max_table_rows as usize];

@@ -149,7 +149,7 @@ pub fn batches_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedBat
 }
 
 #[cfg(feature = "arrow")]
-fn arrow_batch(def: &TypeDef, rows: &[record::Row<'_>]) -> PreparedBatch {
+fn arrow_batch(def: &TypeDef, rows: &record::Rows<'_>) -> PreparedBatch {
     PreparedBatch {
         kind: def.kind,
         name: def.name.clone(),

@@ -29,6 +29,78 @@ pub struct Row<'a> {
     pub values: Vec<Val<'a>>,
 }
 
+/// Rows per chunk of [`Rows`]: 512 rows of 144 bytes are 72 KB, under
+/// glibc's 128 KB mmap threshold, so a freed chunk goes back to the heap
+/// and the next batch reuses it instead of faulting fresh pages in (with
+/// 1,024 rows per chunk the benchmark batch validated 10 % slower).
+const ROWS_PER_CHUNK: usize = 512;
+
+/// One table's rows in line order, kept in fixed-size chunks: growing never
+/// moves a row, so a table of 100k rows is written once instead of copied
+/// into ever larger buffers (the copies and their page faults were 15 % of
+/// validating the benchmark batch), and memory stays within one chunk of
+/// what the rows need.
+#[derive(Debug, Default)]
+pub struct Rows<'a> {
+    chunks: Vec<Vec<Row<'a>>>,
+    len: usize,
+}
+
+impl<'a> Rows<'a> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn push(&mut self, row: Row<'a>) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < ROWS_PER_CHUNK => chunk.push(row),
+            _ => {
+                let mut chunk = Vec::with_capacity(ROWS_PER_CHUNK);
+                chunk.push(row);
+                self.chunks.push(chunk);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Row<'a>> + Clone {
+        self.chunks.iter().flatten()
+    }
+
+    /// Keeps the rows whose flag (one per row) is false.
+    pub fn remove_flagged(&mut self, flags: &[bool]) {
+        let mut flags = flags.iter();
+        let mut kept = Rows::default();
+        for row in std::mem::take(&mut self.chunks).into_iter().flatten() {
+            if !*flags.next().expect("one flag per row") {
+                kept.push(row);
+            }
+        }
+        *self = kept;
+    }
+}
+
+impl<'a> std::ops::Index<usize> for Rows<'a> {
+    type Output = Row<'a>;
+
+    fn index(&self, i: usize) -> &Row<'a> {
+        &self.chunks[i / ROWS_PER_CHUNK][i % ROWS_PER_CHUNK]
+    }
+}
+
+impl<'r, 'a> IntoIterator for &'r Rows<'a> {
+    type Item = &'r Row<'a>;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'r, Vec<Row<'a>>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.iter().flatten()
+    }
+}
+
 /// Where a record is and where its errors go.
 pub struct RecordCtx<'s, 'e> {
     pub schema: &'s Schema,
@@ -580,4 +652,40 @@ fn identity<'a>(
         }
     }
     Some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(line: u64) -> Row<'static> {
+        Row {
+            line,
+            offset: 0,
+            id: None,
+            src: Cow::Borrowed(""),
+            dst: Cow::Borrowed(""),
+            arrow_bytes: 0,
+            unique_keys: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rows_keep_line_order_across_chunks() {
+        let n = ROWS_PER_CHUNK as u64 * 3 + 7;
+        let mut rows = Rows::default();
+        for line in 0..n {
+            rows.push(row(line));
+        }
+        assert_eq!(rows.len() as u64, n);
+        assert!((0..n).all(|i| rows[i as usize].line == i));
+        assert!(rows.iter().map(|r| r.line).eq(0..n));
+        let flags: Vec<bool> = (0..n).map(|i| i % 3 == 1).collect();
+        rows.remove_flagged(&flags);
+        let kept: Vec<u64> = (0..n).filter(|i| i % 3 != 1).collect();
+        assert_eq!(rows.len(), kept.len());
+        assert!((&rows).into_iter().map(|r| r.line).eq(kept.iter().copied()));
+        assert!(kept.iter().enumerate().all(|(i, &line)| rows[i].line == line));
+    }
 }

@@ -12,7 +12,7 @@
 #[cfg(feature = "arrow")]
 use crate::abi::MalformedBuffer;
 use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
-use crate::record::Row;
+use crate::record::{Row, Rows};
 use crate::report::TableKind;
 use crate::schema::{TypeDef, ValueType};
 #[cfg(feature = "arrow")]
@@ -129,7 +129,7 @@ fn put_value(out: &mut Vec<u8>, v: &Val<'_>) {
 }
 
 /// Encodes the rows of every touched table (rows must carry their values).
-pub fn encode(tables: &[Vec<Row<'_>>]) -> Vec<u8> {
+pub fn encode(tables: &[Rows<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     put_len(&mut out, tables.iter().filter(|rows| !rows.is_empty()).count());
     for (t, rows) in tables.iter().enumerate().filter(|(_, rows)| !rows.is_empty()) {
@@ -220,7 +220,7 @@ impl<'b> Reader<'b> {
 /// table, its index in `schema.types` and its rows (text borrowed from
 /// `bytes`, with their lines; offsets and batch-check fields are not carried).
 #[cfg(feature = "arrow")]
-pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Vec<Row<'b>>)>, MalformedBuffer> {
+pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'b>)>, MalformedBuffer> {
     let mut r = Reader { bytes, pos: 0 };
     let count = r.len()?;
     let mut tables = Vec::with_capacity(count.min(schema.types.len()));
@@ -228,7 +228,7 @@ pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Vec<Ro
         let t = r.len()?;
         let def: &TypeDef = schema.types.get(t).ok_or(MalformedBuffer("unknown table"))?;
         let n = r.len()?;
-        let mut rows = Vec::with_capacity(n.min(bytes.len()));
+        let mut rows = Rows::default();
         for _ in 0..n {
             let line = u64::from_le_bytes(r.array()?);
             let id = match r.take(1)?[0] {
