@@ -19,7 +19,7 @@ use crate::record::{Row, Rows};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
-use crate::strmap::StrMap;
+use crate::strmap::{LOOKUP_GROUP, StrMap};
 
 /// A batch's accepted rows per table (indexed like `Schema::types`), with
 /// the batch checks run as they arrive.
@@ -28,7 +28,9 @@ pub struct Accepted<'s, 'a> {
     mode: Mode,
     rows: Vec<Rows<'a>>,
     tables: Vec<TableChecks>,
-    /// Edge endpoints that were not among the ids when their edge arrived.
+    /// Per node type: edge endpoints to look up among its ids, a group at a time.
+    pending: Vec<Vec<Unresolved>>,
+    /// Edge endpoints that were not among the ids when looked up.
     unresolved: Vec<Unresolved>,
     folded: u64,
 }
@@ -51,6 +53,7 @@ struct TableChecks {
     keyed_bytes: u64,
 }
 
+#[derive(Clone, Copy)]
 struct Unresolved {
     table: usize,
     row: usize,
@@ -165,6 +168,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                     keyed_bytes: 0,
                 })
                 .collect(),
+            pending: schema.types.iter().map(|_| Vec::new()).collect(),
             unresolved: Vec::new(),
             folded: 0,
         }
@@ -172,15 +176,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
     /// Takes an accepted row of table `t` and checks it against the rows so far.
     pub fn push(&mut self, t: usize, row: Row<'a>, sink: &mut ErrorSink) {
-        let def = &self.schema.types[t];
+        let schema = self.schema;
+        let def = &schema.types[t];
         let i = self.rows[t].len();
-        if let (Some(from), Some(to)) = (def.from, def.to) {
-            for (end, node_type, id) in [(End::From, from, &row.src), (End::To, to, &row.dst)] {
-                if self.tables[node_type].ids.get(id).is_none() {
-                    self.unresolved.push(Unresolved { table: t, row: i, end });
-                }
-            }
-        }
         let rows = &self.rows[t];
         let table = &mut self.tables[t];
         if let Some(id) = &row.id {
@@ -215,10 +213,46 @@ impl<'s, 'a> Accepted<'s, 'a> {
             table.keyed_bytes += keyed_parse_bytes(&row);
         }
         self.rows[t].push(row);
+        if let (Some(from), Some(to)) = (def.from, def.to) {
+            for (end, node_type) in [(End::From, from), (End::To, to)] {
+                self.pending[node_type].push(Unresolved { table: t, row: i, end });
+                if self.pending[node_type].len() == LOOKUP_GROUP {
+                    self.look_up_pending(node_type);
+                }
+            }
+        }
+    }
+
+    /// Looks the pending endpoints of `node_type` up among its ids so far
+    /// (an id, once seen, stays: only "not seen yet" can change later).
+    fn look_up_pending(&mut self, node_type: usize) {
+        let pending = std::mem::take(&mut self.pending[node_type]);
+        let mut keys = [""; LOOKUP_GROUP];
+        for (key, u) in keys.iter_mut().zip(&pending) {
+            *key = self.endpoint(u).1;
+        }
+        let mut found = [false; LOOKUP_GROUP];
+        self.tables[node_type].ids.contains_each(&keys[..pending.len()], &mut found[..pending.len()]);
+        self.unresolved.extend(pending.iter().zip(found).filter(|(_, found)| !found).map(|(u, _)| *u));
+        self.pending[node_type] = pending;
+        self.pending[node_type].clear();
+    }
+
+    /// The node type and id an endpoint names.
+    fn endpoint(&self, u: &Unresolved) -> (usize, &str) {
+        let def = &self.schema.types[u.table];
+        let row = &self.rows[u.table][u.row];
+        match u.end {
+            End::From => (def.from.expect("an edge"), &row.src),
+            End::To => (def.to.expect("an edge"), &row.dst),
+        }
     }
 
     /// Settles what later rows could change and runs the bounds.
     pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Settled<'a> {
+        for node_type in 0..self.pending.len() {
+            self.look_up_pending(node_type);
+        }
         let schema = self.schema;
         let dead: Vec<Vec<bool>> = self
             .tables
@@ -239,10 +273,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             }
             let def = &schema.types[u.table];
             let row = &self.rows[u.table][u.row];
-            let (node_type, id) = match u.end {
-                End::From => (def.from.expect("an edge"), &row.src),
-                End::To => (def.to.expect("an edge"), &row.dst),
-            };
+            let (node_type, id) = self.endpoint(u);
             if self.tables[node_type].ids.get(id).is_some() {
                 continue;
             }

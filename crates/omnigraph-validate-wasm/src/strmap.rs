@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 /// Longest probe sequence tolerated before falling back to the ordered map.
 const MAX_PROBE: usize = 64;
 const MIN_CAPACITY: usize = 16;
+/// Most keys [`StrMap::contains_each`] looks up at once.
+pub const LOOKUP_GROUP: usize = 32;
 
 fn hash(key: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
@@ -132,6 +134,42 @@ impl<V> StrMap<V> {
         }
     }
 
+    /// Whether each of `keys` is in the map. The keys are looked up in
+    /// stages (every first slot, then every entry, then every key's bytes)
+    /// so that their cache misses overlap instead of running one after the
+    /// other: a batch's endpoints are looked up this way.
+    pub fn contains_each(&self, keys: &[&str], found: &mut [bool]) {
+        assert!(keys.len() == found.len() && keys.len() <= LOOKUP_GROUP, "one flag per key, at most a group");
+        if self.ordered.is_some() {
+            for (key, found) in keys.iter().zip(found) {
+                *found = self.get(key).is_some();
+            }
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut hashes = [0u64; LOOKUP_GROUP];
+        let mut first = [EMPTY; LOOKUP_GROUP];
+        for ((key, h), slot) in keys.iter().zip(&mut hashes).zip(&mut first) {
+            *h = hash(key.as_bytes());
+            *slot = self.slots[*h as usize & mask];
+        }
+        let mut entries: [Option<&Entry<V>>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
+        for ((h, slot), entry) in hashes.iter().zip(&first).take(keys.len()).zip(&mut entries) {
+            if slot.entry != 0 && slot.tag == (h >> 32) as u32 {
+                *entry = Some(&self.entries[slot.entry as usize - 1]);
+            }
+        }
+        for (((key, h), (slot, entry)), found) in keys.iter().zip(&hashes).zip(first.iter().zip(&entries)).zip(found) {
+            *found = match entry {
+                Some(e) if e.hash == *h && self.key(e) == key.as_bytes() => true,
+                // The first slot is empty: the key is absent.
+                _ if slot.entry == 0 => false,
+                // Someone else's slot: walk the probe sequence.
+                _ => matches!(self.probe(*h, key.as_bytes()), Probe::Found(_)),
+            };
+        }
+    }
+
     /// Inserts `key → value` if `key` is absent and returns `None`;
     /// otherwise leaves the map alone and returns the present value.
     pub fn insert_new(&mut self, key: &str, value: V) -> Option<&mut V> {
@@ -180,6 +218,25 @@ mod tests {
     }
 
     #[test]
+    fn contains_each_agrees_with_get() {
+        let mut m = StrMap::with_capacity(0);
+        for i in 0..500 {
+            m.insert_new(&format!("id-{}", i * 2), i);
+        }
+        // Present and absent keys, groups of every size, probe runs included.
+        let keys: Vec<String> = (0..1000).map(|i| format!("id-{i}")).collect();
+        for size in [1, 7, LOOKUP_GROUP] {
+            for group in keys.chunks(size) {
+                let group: Vec<&str> = group.iter().map(String::as_str).collect();
+                let mut found = vec![false; group.len()];
+                m.contains_each(&group, &mut found);
+                let expected: Vec<bool> = group.iter().map(|k| m.get(k).is_some()).collect();
+                assert_eq!(found, expected, "{group:?}");
+            }
+        }
+    }
+
+    #[test]
     fn colliding_keys_fall_back_to_the_ordered_map() {
         let mut m = StrMap::with_capacity(4);
         // Keys whose hashes share their low bits probe the same run.
@@ -191,6 +248,9 @@ mod tests {
             assert!(m.insert_new(k, i).is_none());
         }
         assert!(m.ordered.is_some(), "a long probe sequence switches representation");
+        let mut found = [false; 2];
+        m.contains_each(&[&colliding[0], "absent"], &mut found);
+        assert_eq!(found, [true, false]);
         for (i, k) in colliding.iter().enumerate() {
             assert_eq!(m.get(k), Some(&i));
             assert_eq!(m.insert_new(k, 0).copied(), Some(i));
