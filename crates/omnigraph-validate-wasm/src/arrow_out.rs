@@ -70,8 +70,8 @@ fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>>) -> ArrayRef 
 macro_rules! primitive_column {
     ($builder:ty, $rows:expr, $i:expr, $pat:pat => $val:expr) => {{
         let mut b = <$builder>::with_capacity($rows.len());
-        for row in $rows {
-            match &row.values[$i] {
+        for (_, values) in $rows.with_values() {
+            match &values[$i] {
                 $pat => b.append_value($val),
                 _ => b.append_null(),
             }
@@ -82,7 +82,7 @@ macro_rules! primitive_column {
 
 fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
     match ty {
-        ValueType::String | ValueType::Enum(_) => strings(rows.iter().map(|r| match &r.values[i] {
+        ValueType::String | ValueType::Enum(_) => strings(rows.with_values().map(|(_, values)| match &values[i] {
             Val::Str(s) => Some(s.as_ref()),
             _ => None,
         })),
@@ -96,8 +96,8 @@ fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
         ValueType::Date => primitive_column!(Date32Builder, rows, i, Val::Date(v) => *v),
         ValueType::DateTime => {
             let mut b = TimestampMicrosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
-            for row in rows {
-                match &row.values[i] {
+            for (_, values) in rows.with_values() {
+                match &values[i] {
                     Val::Timestamp(v) => b.append_value(*v),
                     _ => b.append_null(),
                 }
@@ -106,8 +106,8 @@ fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
         }
         ValueType::Blob => {
             let mut b = LargeBinaryBuilder::new();
-            for row in rows {
-                match &row.values[i] {
+            for (_, values) in rows.with_values() {
+                match &values[i] {
                     Val::Blob(v) => b.append_value(v),
                     _ => b.append_null(),
                 }
@@ -116,8 +116,8 @@ fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
         }
         ValueType::Vector(n) => {
             let mut b = FixedSizeListBuilder::with_capacity(Float32Builder::new(), *n as i32, rows.len());
-            for row in rows {
-                match &row.values[i] {
+            for (_, values) in rows.with_values() {
+                match &values[i] {
                     Val::Vector(items) => {
                         b.values().append_slice(items);
                         b.append(true);
@@ -138,8 +138,8 @@ fn list_column(item: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
     macro_rules! list_of {
         ($builder:expr, $pat:pat => $val:expr) => {{
             let mut b = ListBuilder::new($builder);
-            for row in rows {
-                match &row.values[i] {
+            for (_, values) in rows.with_values() {
+                match &values[i] {
                     Val::List(items) => {
                         for it in items {
                             match it {

@@ -33,7 +33,7 @@ struct Counts {
 /// Validates `bytes`; `keep_values` keeps each row's values for Arrow output.
 pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values: bool) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
-    let mut accepted = Accepted::new(schema, options.mode);
+    let mut accepted = Accepted::new(schema, options.mode, keep_values);
     let limits = &options.limits;
     let counts = if bytes.len() as u64 > limits.max_batch_bytes {
         sink.push_limit(
@@ -48,9 +48,9 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values:
         );
         Counts { lines: 0, records: 0, blank_lines: 0 }
     } else if options.strict {
-        strict_lines(schema, options, bytes, keep_values, &mut sink, &mut accepted)
+        strict_lines(schema, options, bytes, &mut sink, &mut accepted)
     } else {
-        compat_stream(schema, options, bytes, keep_values, &mut sink, &mut accepted)
+        compat_stream(schema, options, bytes, &mut sink, &mut accepted)
     };
     let Settled { tables, folded, external_refs } = accepted.finish(options, &mut sink);
 
@@ -159,7 +159,6 @@ fn strict_lines<'a>(
     schema: &Schema,
     options: &Options,
     bytes: &'a [u8],
-    keep_values: bool,
     sink: &mut ErrorSink,
     accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
@@ -214,11 +213,11 @@ fn strict_lines<'a>(
             }
         };
         let at_line = LineAt { line, offset: line_start as u64 };
-        if let Some((t, row)) = fast::accept(&plan, schema, limits, text, at_line, keep_values, &mut values) {
-            accepted.push(t, row, sink);
+        if let Some((t, row)) = fast::accept(&plan, schema, limits, text, at_line, &mut values) {
+            accepted.push(t, row, &mut values, sink);
             continue;
         }
-        match explain_line(schema, options, text, at_line, keep_values, sink, &mut values) {
+        match explain_line(schema, options, text, at_line, sink, &mut values) {
             (Ok(row), trailing) => {
                 if let Some(second) = trailing {
                     sink.push(at(second), ErrorCode::TrailingContent, "", || {
@@ -227,7 +226,7 @@ fn strict_lines<'a>(
                         )
                     });
                 } else if let Some((t, row)) = row {
-                    accepted.push(t, row, sink);
+                    accepted.push(t, row, &mut values, sink);
                 }
             }
             (Err(JsonError::Eof { .. }), _) => {
@@ -274,7 +273,6 @@ fn explain_line<'a>(
     options: &Options,
     text: &'a str,
     at: LineAt,
-    keep_values: bool,
     sink: &mut ErrorSink,
     values: &mut Vec<Val<'a>>,
 ) -> (Result<Option<(usize, Row<'a>)>, JsonError>, Option<usize>) {
@@ -284,7 +282,6 @@ fn explain_line<'a>(
         schema,
         compat: false,
         legacy_identity: options.legacy_identity,
-        keep_values,
         sink,
         line: at.line,
         offset: at.offset,
@@ -320,7 +317,6 @@ fn compat_stream<'a>(
     schema: &Schema,
     options: &Options,
     bytes: &'a [u8],
-    keep_values: bool,
     sink: &mut ErrorSink,
     accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
@@ -373,14 +369,13 @@ fn compat_stream<'a>(
             schema,
             compat: true,
             legacy_identity: options.legacy_identity,
-            keep_values,
             sink,
             line,
             offset: line_start as u64,
             line_start,
         };
         match parse_record(&mut cur, &mut cx, &mut values) {
-            Ok(Some((t, row))) => accepted.push(t, row, sink),
+            Ok(Some((t, row))) => accepted.push(t, row, &mut values, sink),
             Ok(None) => {}
             Err(e) => {
                 let failed_at = match &e {
@@ -401,38 +396,44 @@ fn compat_stream<'a>(
 }
 
 /// Checks the fast acceptor against the explainer on every line of `batch`
-/// read as strict lines: each line the acceptor takes, with and without
-/// values kept, the explainer must accept alone on its line, with the same
-/// table and the same row. Returns how many lines the acceptor took and how
+/// read as strict lines: each line the acceptor takes, whether the line
+/// before left its values in the buffer (validation) or took them
+/// (`prepare`), the explainer must accept alone on its line, with the same
+/// table, the same row and the same values. Returns how many lines the acceptor took and how
 /// many lines there were. Panics on a disagreement (tests, fuzz targets).
 pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u64) {
     let plan = fast::Plan::new(schema);
     let limits = &options.limits;
     let (mut accepted, mut lines) = (0, 0);
-    // One buffer for every line, as in `strict_lines`: a line that keeps
-    // its values starts from what the line before left in it.
-    let mut values = Vec::new();
+    // One buffer per mode for every line, as in `strict_lines`: validating,
+    // a line starts from what the line before left in it; keeping values,
+    // from an empty buffer once a row took them.
+    let (mut kept, mut reused) = (Vec::new(), Vec::new());
     for (n, raw) in batch.split(|&b| b == b'\n').enumerate() {
         lines += 1;
         let content = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(content) else { continue };
         let at = LineAt { line: n as u64 + 1, offset: 0 };
-        for keep_values in [true, false] {
-            let Some(fast_row) = fast::accept(&plan, schema, limits, text, at, keep_values, &mut values) else { continue };
+        for (keep_values, values) in [(true, &mut kept), (false, &mut reused)] {
+            let Some(fast_row) = fast::accept(&plan, schema, limits, text, at, values) else { continue };
             accepted += u64::from(keep_values);
             let mut sink = ErrorSink::new(16);
-            let (slow, trailing) = explain_line(schema, options, text, at, keep_values, &mut sink, &mut Vec::new());
+            let mut slow_values = Vec::new();
+            let (slow, trailing) = explain_line(schema, options, text, at, &mut sink, &mut slow_values);
             match slow {
                 // Debug tells -0.0 from 0.0, which `==` does not.
                 Ok(Some(slow_row)) if trailing.is_none() && sink.is_empty() => assert_eq!(
-                    format!("{slow_row:?}"),
-                    format!("{fast_row:?}"),
+                    format!("{slow_row:?} {slow_values:?}"),
+                    format!("{fast_row:?} {values:?}"),
                     "the fast acceptor's row differs from the explainer's on {text:?}"
                 ),
                 other => panic!(
                     "the fast acceptor accepted {text:?}, the explainer gives {other:?} (trailing at {trailing:?}, errors: {})",
                     sink.total()
                 ),
+            }
+            if keep_values {
+                values.clear();
             }
         }
     }

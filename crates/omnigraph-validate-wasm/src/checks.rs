@@ -20,12 +20,15 @@ use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Positio
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
 use crate::strmap::{LOOKUP_GROUP, StrMap};
+use crate::value::Val;
 
 /// A batch's accepted rows per table (indexed like `Schema::types`), with
 /// the batch checks run as they arrive.
 pub struct Accepted<'s, 'a> {
     schema: &'s Schema,
     mode: Mode,
+    /// Keep each row's values (for Arrow output); validation drops them.
+    keep_values: bool,
     rows: Vec<Rows<'a>>,
     tables: Vec<TableChecks>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
@@ -152,11 +155,12 @@ impl Tallies {
 }
 
 impl<'s, 'a> Accepted<'s, 'a> {
-    pub fn new(schema: &'s Schema, mode: Mode) -> Self {
+    pub fn new(schema: &'s Schema, mode: Mode, keep_values: bool) -> Self {
         Accepted {
             schema,
             mode,
-            rows: schema.types.iter().map(|_| Rows::default()).collect(),
+            keep_values,
+            rows: schema.types.iter().map(|def| Rows::new(def.props.len())).collect(),
             tables: schema
                 .types
                 .iter()
@@ -174,8 +178,10 @@ impl<'s, 'a> Accepted<'s, 'a> {
         }
     }
 
-    /// Takes an accepted row of table `t` and checks it against the rows so far.
-    pub fn push(&mut self, t: usize, row: Row<'a>, sink: &mut ErrorSink) {
+    /// Takes an accepted row of table `t`, whose values are `values` (taken
+    /// when kept, else left for the next record), and checks it against the
+    /// rows so far.
+    pub fn push(&mut self, t: usize, row: Row<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
         let schema = self.schema;
         let def = &schema.types[t];
         let i = self.rows[t].len();
@@ -212,7 +218,11 @@ impl<'s, 'a> Accepted<'s, 'a> {
             table.arrow_bytes += row.arrow_bytes;
             table.keyed_bytes += keyed_parse_bytes(&row);
         }
-        self.rows[t].push(row);
+        if self.keep_values {
+            self.rows[t].push(row, values.drain(..));
+        } else {
+            self.rows[t].push(row, std::iter::empty());
+        }
         if let (Some(from), Some(to)) = (def.from, def.to) {
             for (end, node_type) in [(End::From, from), (End::To, to)] {
                 self.pending[node_type].push(Unresolved { table: t, row: i, end });

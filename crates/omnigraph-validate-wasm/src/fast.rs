@@ -93,7 +93,6 @@ pub fn accept<'a>(
     limits: &Limits,
     text: &'a str,
     at: LineAt,
-    keep_values: bool,
     values: &mut Vec<Val<'a>>,
 ) -> Option<(usize, Row<'a>)> {
     let mut sc = Scan { s: text, b: text.as_bytes(), p: 0, structure: 0, depth: 0, deepest: 0 };
@@ -166,7 +165,7 @@ pub fn accept<'a>(
         Some(canonical) if id.is_none_or(|given| given == canonical) => Some(canonical),
         Some(_) => return None,
     };
-    Some((t, Row::new(at.line, at.offset, def, id, Cow::Borrowed(src), Cow::Borrowed(dst), values, keep_values)))
+    Some((t, Row::new(at.line, at.offset, def, id, Cow::Borrowed(src), Cow::Borrowed(dst), values)))
 }
 
 /// A left-to-right reader that gives up (`None`) at anything unusual. It

@@ -25,28 +25,44 @@ pub struct Row<'a> {
     /// The rendered tuple of each `@unique` of the type; `None` when a
     /// member is null (the row is exempt).
     pub unique_keys: Vec<Option<Cow<'a, str>>>,
-    /// Property values, kept only when the caller wants Arrow output.
-    pub values: Vec<Val<'a>>,
 }
 
-/// Rows per chunk of [`Rows`]: 512 rows of 144 bytes are 72 KB, under
-/// glibc's 128 KB mmap threshold, so a freed chunk goes back to the heap
-/// and the next batch reuses it instead of faulting fresh pages in (with
-/// 1,024 rows per chunk the benchmark batch validated 10 % slower).
-const ROWS_PER_CHUNK: usize = 512;
+/// Bytes of rows and values per chunk of [`Rows`]: under glibc's 128 KB
+/// mmap threshold, so a freed chunk goes back to the heap and the next
+/// batch reuses it instead of faulting fresh pages in (with chunks of
+/// 150 KB the benchmark batch validated 10 % slower).
+const CHUNK_BYTES: usize = 64 << 10;
 
-/// One table's rows in line order, kept in fixed-size chunks: growing never
-/// moves a row, so a table of 100k rows is written once instead of copied
-/// into ever larger buffers (the copies and their page faults were 15 % of
-/// validating the benchmark batch), and memory stays within one chunk of
-/// what the rows need.
-#[derive(Debug, Default)]
+/// One table's rows in line order and, when Arrow output is wanted, their
+/// values, kept in fixed-size chunks: growing never moves a row, so a table
+/// of 100k rows is written once instead of copied into ever larger buffers
+/// (the copies and their page faults were 15 % of validating the benchmark
+/// batch), and memory stays within one chunk of what the rows need. A
+/// chunk's values are one buffer, `width` (the table's property count) per
+/// row, so keeping values allocates nothing per row and Arrow columns read
+/// them in order.
+#[derive(Debug)]
 pub struct Rows<'a> {
-    chunks: Vec<Vec<Row<'a>>>,
+    width: usize,
+    /// Rows per chunk: as many as [`CHUNK_BYTES`] holds with their values.
+    per_chunk: usize,
+    chunks: Vec<Chunk<'a>>,
     len: usize,
 }
 
+#[derive(Debug)]
+struct Chunk<'a> {
+    rows: Vec<Row<'a>>,
+    values: Vec<Val<'a>>,
+}
+
 impl<'a> Rows<'a> {
+    /// Rows of a table with `width` properties.
+    pub fn new(width: usize) -> Self {
+        let row_bytes = std::mem::size_of::<Row>() + width * std::mem::size_of::<Val>();
+        Rows { width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0 }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -55,29 +71,49 @@ impl<'a> Rows<'a> {
         self.len == 0
     }
 
-    pub fn push(&mut self, row: Row<'a>) {
-        match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < ROWS_PER_CHUNK => chunk.push(row),
+    /// Appends a row and its values: `width` of them, or none at all when
+    /// the rows are only validated (then [`Rows::with_values`] may not be
+    /// called).
+    pub fn push(&mut self, row: Row<'a>, values: impl ExactSizeIterator<Item = Val<'a>>) {
+        debug_assert!(values.len() == self.width || values.len() == 0, "a row has every value or none");
+        let chunk = match self.chunks.last_mut() {
+            Some(chunk) if chunk.rows.len() < self.per_chunk => chunk,
             _ => {
-                let mut chunk = Vec::with_capacity(ROWS_PER_CHUNK);
-                chunk.push(row);
-                self.chunks.push(chunk);
+                self.chunks.push(Chunk { rows: Vec::with_capacity(self.per_chunk), values: Vec::new() });
+                self.chunks.last_mut().expect("just pushed")
             }
+        };
+        if values.len() != 0 && chunk.values.capacity() == 0 {
+            chunk.values.reserve_exact(self.per_chunk * self.width);
         }
+        chunk.rows.push(row);
+        chunk.values.extend(values);
         self.len += 1;
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Row<'a>> + Clone {
-        self.chunks.iter().flatten()
+        self.chunks.iter().flat_map(|chunk| &chunk.rows)
     }
 
-    /// Keeps the rows whose flag (one per row) is false.
+    /// Each row with its values (rows pushed with their values only).
+    pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> + Clone {
+        let width = self.width;
+        self.chunks.iter().flat_map(move |chunk| {
+            chunk.rows.iter().enumerate().map(move |(j, row)| (row, &chunk.values[j * width..(j + 1) * width]))
+        })
+    }
+
+    /// Keeps the rows whose flag (one per row) is false, with their values.
     pub fn remove_flagged(&mut self, flags: &[bool]) {
         let mut flags = flags.iter();
-        let mut kept = Rows::default();
-        for row in std::mem::take(&mut self.chunks).into_iter().flatten() {
-            if !*flags.next().expect("one flag per row") {
-                kept.push(row);
+        let mut kept = Rows::new(self.width);
+        for chunk in std::mem::take(&mut self.chunks) {
+            let mut values = chunk.values.into_iter();
+            for row in chunk.rows {
+                let row_values: Vec<Val<'a>> = values.by_ref().take(self.width).collect();
+                if !*flags.next().expect("one flag per row") {
+                    kept.push(row, row_values.into_iter());
+                }
             }
         }
         *self = kept;
@@ -88,16 +124,7 @@ impl<'a> std::ops::Index<usize> for Rows<'a> {
     type Output = Row<'a>;
 
     fn index(&self, i: usize) -> &Row<'a> {
-        &self.chunks[i / ROWS_PER_CHUNK][i % ROWS_PER_CHUNK]
-    }
-}
-
-impl<'r, 'a> IntoIterator for &'r Rows<'a> {
-    type Item = &'r Row<'a>;
-    type IntoIter = std::iter::Flatten<std::slice::Iter<'r, Vec<Row<'a>>>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.chunks.iter().flatten()
+        &self.chunks[i / self.per_chunk].rows[i % self.per_chunk]
     }
 }
 
@@ -107,8 +134,6 @@ pub struct RecordCtx<'s, 'e> {
     pub compat: bool,
     /// Legacy identity (SPEC §2.3): `data.id` may carry the identity.
     pub legacy_identity: bool,
-    /// Keep each row's values (for Arrow output); validation alone drops them.
-    pub keep_values: bool,
     pub sink: &'e mut ErrorSink,
     pub line: u64,
     /// Byte offset of the line's start in the batch.
@@ -326,14 +351,13 @@ pub fn parse_record<'a>(
     }
     let endpoint = |e: Option<(Cow<'a, str>, usize)>| e.map(|(s, _)| s).unwrap_or(Cow::Borrowed(""));
     let (src, dst) = (endpoint(env.from), endpoint(env.to));
-    Ok(Some((t, Row::new(cx.line, cx.offset, def, id, src, dst, values, cx.keep_values))))
+    Ok(Some((t, Row::new(cx.line, cx.offset, def, id, src, dst, values))))
 }
 
 impl<'a> Row<'a> {
-    /// The row of a record that passed every per-record check; `values` is
-    /// taken only when `keep_values` (the buffer is reused otherwise). Both
-    /// the fast acceptor and the explainer build rows here.
-    #[allow(clippy::too_many_arguments)]
+    /// The row of a record that passed every per-record check, whose
+    /// values are `values` (kept apart, by [`Rows`], when Arrow output is
+    /// wanted). Both the fast acceptor and the explainer build rows here.
     pub(crate) fn new(
         line: u64,
         offset: u64,
@@ -341,13 +365,11 @@ impl<'a> Row<'a> {
         id: Option<Cow<'a, str>>,
         src: Cow<'a, str>,
         dst: Cow<'a, str>,
-        values: &mut Vec<Val<'a>>,
-        keep_values: bool,
+        values: &[Val<'a>],
     ) -> Row<'a> {
         let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
         let unique_keys = def.uniques.iter().map(|members| unique_key(members, values, &src, &dst)).collect();
-        let values = if keep_values { std::mem::take(values) } else { Vec::new() };
-        Row { line, offset, id, src, dst, arrow_bytes, unique_keys, values }
+        Row { line, offset, id, src, dst, arrow_bytes, unique_keys }
     }
 }
 
@@ -667,25 +689,39 @@ mod tests {
             dst: Cow::Borrowed(""),
             arrow_bytes: 0,
             unique_keys: Vec::new(),
-            values: Vec::new(),
         }
     }
 
     #[test]
-    fn rows_keep_line_order_across_chunks() {
-        let n = ROWS_PER_CHUNK as u64 * 3 + 7;
-        let mut rows = Rows::default();
+    fn rows_keep_line_order_and_values_across_chunks() {
+        let values = |line: u64| [Val::UInt(line), Val::Int(-(line as i64))];
+        let mut rows = Rows::new(2);
+        let n = rows.per_chunk as u64 * 3 + 7;
         for line in 0..n {
-            rows.push(row(line));
+            rows.push(row(line), values(line).into_iter());
         }
         assert_eq!(rows.len() as u64, n);
         assert!((0..n).all(|i| rows[i as usize].line == i));
-        assert!(rows.iter().map(|r| r.line).eq(0..n));
+        assert!(rows.with_values().all(|(row, v)| v == values(row.line)));
         let flags: Vec<bool> = (0..n).map(|i| i % 3 == 1).collect();
         rows.remove_flagged(&flags);
         let kept: Vec<u64> = (0..n).filter(|i| i % 3 != 1).collect();
         assert_eq!(rows.len(), kept.len());
-        assert!((&rows).into_iter().map(|r| r.line).eq(kept.iter().copied()));
+        assert!(rows.iter().map(|r| r.line).eq(kept.iter().copied()));
         assert!(kept.iter().enumerate().all(|(i, &line)| rows[i].line == line));
+        assert!(rows.with_values().all(|(row, v)| v == values(row.line)));
+    }
+
+    #[test]
+    fn rows_validated_only_keep_no_values() {
+        let mut rows = Rows::new(3);
+        let n = rows.per_chunk + 1;
+        for line in 0..n as u64 {
+            rows.push(row(line), std::iter::empty());
+        }
+        assert_eq!(rows.chunks.len(), 2);
+        assert!(rows.chunks.iter().all(|chunk| chunk.values.capacity() == 0));
+        rows.remove_flagged(&vec![false; n]);
+        assert_eq!(rows.len(), n);
     }
 }

@@ -128,14 +128,14 @@ fn put_value(out: &mut Vec<u8>, v: &Val<'_>) {
     }
 }
 
-/// Encodes the rows of every touched table (rows must carry their values).
+/// Encodes the rows of every touched table (rows kept with their values).
 pub fn encode(tables: &[Rows<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     put_len(&mut out, tables.iter().filter(|rows| !rows.is_empty()).count());
     for (t, rows) in tables.iter().enumerate().filter(|(_, rows)| !rows.is_empty()) {
         put_len(&mut out, t);
         put_len(&mut out, rows.len());
-        for row in rows {
+        for (row, values) in rows.with_values() {
             out.extend_from_slice(&row.line.to_le_bytes());
             match &row.id {
                 Some(id) => {
@@ -146,8 +146,8 @@ pub fn encode(tables: &[Rows<'_>]) -> Vec<u8> {
             }
             put_bytes(&mut out, row.src.as_bytes());
             put_bytes(&mut out, row.dst.as_bytes());
-            put_len(&mut out, row.values.len());
-            for v in &row.values {
+            put_len(&mut out, values.len());
+            for v in values {
                 put_value(&mut out, v);
             }
         }
@@ -228,7 +228,8 @@ pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'
         let t = r.len()?;
         let def: &TypeDef = schema.types.get(t).ok_or(MalformedBuffer("unknown table"))?;
         let n = r.len()?;
-        let mut rows = Rows::default();
+        let mut rows = Rows::new(def.props.len());
+        let mut values = Vec::with_capacity(def.props.len());
         for _ in 0..n {
             let line = u64::from_le_bytes(r.array()?);
             let id = match r.take(1)?[0] {
@@ -240,8 +241,10 @@ pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'
             if count != def.props.len() {
                 return Err(MalformedBuffer("row does not match its table"));
             }
-            let values = (0..count).map(|_| r.value(0)).collect::<Result<Vec<_>, _>>()?;
-            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0, unique_keys: Vec::new(), values });
+            for _ in 0..count {
+                values.push(r.value(0)?);
+            }
+            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0, unique_keys: Vec::new() }, values.drain(..));
         }
         tables.push((t, rows));
     }
