@@ -15,7 +15,9 @@
 //! sink orders errors itself, whatever order they are found in.
 
 use crate::options::{Mode, Options};
-use crate::record::{Row, Rows};
+use std::borrow::Cow;
+
+use crate::record::{Row, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -30,7 +32,10 @@ pub struct Accepted<'s, 'a> {
     /// Keep each row's values (for Arrow output); validation drops them.
     keep_values: bool,
     rows: Vec<Rows<'a>>,
-    tables: Vec<TableChecks>,
+    tables: Vec<TableChecks<'a>>,
+    /// The row being pushed: the rendered tuple of each `@unique` of its
+    /// type (`None` when a member is null: the row is exempt).
+    tuples: Vec<Option<Cow<'a, str>>>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
     pending: Vec<Vec<Unresolved>>,
     /// Edge endpoints that were not among the ids when looked up.
@@ -46,12 +51,12 @@ pub struct Settled<'a> {
     pub external_refs: Vec<ExternalRef>,
 }
 
-struct TableChecks {
+struct TableChecks<'a> {
     /// Each id → the row that holds it now.
     ids: StrMap<usize>,
     /// Rows folded away or refused as duplicates.
     dead: Vec<usize>,
-    tallies: Tallies,
+    tallies: Tallies<'a>,
     arrow_bytes: u64,
     keyed_bytes: u64,
 }
@@ -64,18 +69,18 @@ struct Unresolved {
 }
 
 /// `@unique` tuples and `@card` sources of one table, counted in row order.
-struct Tallies {
+struct Tallies<'a> {
     /// Per `@unique`: each tuple → the line of the first row with it.
     uniques: Vec<StrMap<u64>>,
-    /// (unique, row, line of the row that has the tuple already).
-    clashes: Vec<(usize, usize, u64)>,
+    /// (unique, row, its tuple, line of the row that has the tuple already).
+    clashes: Vec<(usize, usize, Cow<'a, str>, u64)>,
     /// Per source: edges counted, when the type has `@card`.
     sources: Option<StrMap<u64>>,
     /// Rows at which their source passes `@card`.
     over_card: Vec<usize>,
 }
 
-impl Tallies {
+impl<'a> Tallies<'a> {
     fn new(def: &TypeDef) -> Self {
         Tallies {
             uniques: def.uniques.iter().map(|_| StrMap::with_capacity(0)).collect(),
@@ -85,19 +90,19 @@ impl Tallies {
         }
     }
 
-    fn over(def: &TypeDef, rows: &Rows<'_>) -> Self {
+    fn over(def: &TypeDef, rows: &Rows<'a>) -> Self {
         let mut tallies = Tallies::new(def);
-        for (i, row) in rows.iter().enumerate() {
-            tallies.count(def, i, row);
+        for (i, (row, tuples)) in rows.with_tuples().enumerate() {
+            tallies.count(def, i, row, tuples);
         }
         tallies
     }
 
-    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>) {
-        for (u, seen) in self.uniques.iter_mut().enumerate() {
-            let Some(tuple) = &row.unique_keys[u] else { continue };
+    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>, tuples: &[Option<Cow<'a, str>>]) {
+        for ((u, seen), tuple) in self.uniques.iter_mut().enumerate().zip(tuples) {
+            let Some(tuple) = tuple else { continue };
             if let Some(earlier) = seen.insert_new(tuple, row.line) {
-                self.clashes.push((u, i, *earlier));
+                self.clashes.push((u, i, tuple.clone(), *earlier));
             }
         }
         if let (Some(sources), Some(max)) = (&mut self.sources, def.card_max) {
@@ -112,10 +117,8 @@ impl Tallies {
     }
 
     fn report(&self, def: &TypeDef, rows: &Rows<'_>, sink: &mut ErrorSink) {
-        for &(u, i, earlier) in &self.clashes {
-            let members = &def.uniques[u];
-            let row = &rows[i];
-            let tuple = row.unique_keys[u].as_deref().expect("a clash has a tuple");
+        for (u, i, tuple, earlier) in &self.clashes {
+            let (members, row, earlier) = (&def.uniques[*u], &rows[*i], *earlier);
             let path = match members.as_slice() {
                 [UniqueMember::Prop(p)] => format!("/data/{}", def.props[*p].name),
                 _ => String::new(),
@@ -160,7 +163,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
             schema,
             mode,
             keep_values,
-            rows: schema.types.iter().map(|def| Rows::new(def.props.len())).collect(),
+            rows: schema.types.iter().map(|def| Rows::new(def.props.len(), def.uniques.len())).collect(),
+            tuples: Vec::new(),
             tables: schema
                 .types
                 .iter()
@@ -212,16 +216,18 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 }
             }
         }
+        self.tuples.clear();
+        self.tuples.extend(def.uniques.iter().map(|members| unique_key(members, values, &row.src, &row.dst)));
         // Once a row of the table died, `finish` counts the table again.
         if table.dead.is_empty() {
-            table.tallies.count(def, i, &row);
+            table.tallies.count(def, i, &row, &self.tuples);
             table.arrow_bytes += row.arrow_bytes;
             table.keyed_bytes += keyed_parse_bytes(&row);
         }
         if self.keep_values {
-            self.rows[t].push(row, values.drain(..));
+            self.rows[t].push(row, values.drain(..), self.tuples.drain(..));
         } else {
-            self.rows[t].push(row, std::iter::empty());
+            self.rows[t].push(row, std::iter::empty(), self.tuples.drain(..));
         }
         if let (Some(from), Some(to)) = (def.from, def.to) {
             for (end, node_type) in [(End::From, from), (End::To, to)] {
@@ -354,7 +360,7 @@ fn crossing<'r, 'a: 'r>(
     Some((row, total))
 }
 
-fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks], rows: &[Rows<'_>], sink: &mut ErrorSink) {
+fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], rows: &[Rows<'_>], sink: &mut ErrorSink) {
     let limits = &options.limits;
     let keyed = options.mode != Mode::Overwrite;
     let all = || rows.iter().flat_map(Rows::iter);

@@ -22,9 +22,6 @@ pub struct Row<'a> {
     pub dst: Cow<'a, str>,
     /// The row's Arrow bytes (what `table_bytes_limit` counts).
     pub arrow_bytes: u64,
-    /// The rendered tuple of each `@unique` of the type; `None` when a
-    /// member is null (the row is exempt).
-    pub unique_keys: Vec<Option<Cow<'a, str>>>,
 }
 
 /// Bytes of rows and values per chunk of [`Rows`]: under glibc's 128 KB
@@ -32,6 +29,9 @@ pub struct Row<'a> {
 /// batch reuses it instead of faulting fresh pages in (with chunks of
 /// 150 KB the benchmark batch validated 10 % slower).
 const CHUNK_BYTES: usize = 64 << 10;
+/// Rows the first chunk starts with; it doubles up to a whole chunk, so a
+/// batch of a few lines (a fresh wasm instance each) allocates little.
+const FIRST_CHUNK_ROWS: usize = 8;
 
 /// One table's rows in line order and, when Arrow output is wanted, their
 /// values, kept in fixed-size chunks: growing never moves a row, so a table
@@ -40,10 +40,13 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// batch), and memory stays within one chunk of what the rows need. A
 /// chunk's values are one buffer, `width` (the table's property count) per
 /// row, so keeping values allocates nothing per row and Arrow columns read
-/// them in order.
+/// them in order. The rendered `@unique` tuples of each row are kept the
+/// same way (the batch checks count them again if a row of the table dies).
 #[derive(Debug)]
 pub struct Rows<'a> {
     width: usize,
+    /// Tuples per row: the table's `@unique` count.
+    tuple_width: usize,
     /// Rows per chunk: as many as [`CHUNK_BYTES`] holds with their values.
     per_chunk: usize,
     chunks: Vec<Chunk<'a>>,
@@ -54,13 +57,16 @@ pub struct Rows<'a> {
 struct Chunk<'a> {
     rows: Vec<Row<'a>>,
     values: Vec<Val<'a>>,
+    tuples: Vec<Option<Cow<'a, str>>>,
 }
 
 impl<'a> Rows<'a> {
-    /// Rows of a table with `width` properties.
-    pub fn new(width: usize) -> Self {
-        let row_bytes = std::mem::size_of::<Row>() + width * std::mem::size_of::<Val>();
-        Rows { width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0 }
+    /// Rows of a table with `width` properties and `tuple_width` `@unique`s.
+    pub fn new(width: usize, tuple_width: usize) -> Self {
+        let row_bytes = std::mem::size_of::<Row>()
+            + width * std::mem::size_of::<Val>()
+            + tuple_width * std::mem::size_of::<Option<Cow<str>>>();
+        Rows { width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -71,23 +77,40 @@ impl<'a> Rows<'a> {
         self.len == 0
     }
 
-    /// Appends a row and its values: `width` of them, or none at all when
-    /// the rows are only validated (then [`Rows::with_values`] may not be
-    /// called).
-    pub fn push(&mut self, row: Row<'a>, values: impl ExactSizeIterator<Item = Val<'a>>) {
+    /// Appends a row, its values (`width` of them, or none at all when the
+    /// rows are only validated: then [`Rows::with_values`] may not be
+    /// called) and its `@unique` tuples (`tuple_width` of them).
+    pub fn push(
+        &mut self,
+        row: Row<'a>,
+        values: impl ExactSizeIterator<Item = Val<'a>>,
+        tuples: impl ExactSizeIterator<Item = Option<Cow<'a, str>>>,
+    ) {
         debug_assert!(values.len() == self.width || values.len() == 0, "a row has every value or none");
+        debug_assert!(tuples.len() == self.tuple_width, "a row has every tuple");
+        let per_chunk = self.per_chunk;
+        let first = self.chunks.is_empty();
         let chunk = match self.chunks.last_mut() {
-            Some(chunk) if chunk.rows.len() < self.per_chunk => chunk,
+            Some(chunk) if chunk.rows.len() < per_chunk => chunk,
             _ => {
-                self.chunks.push(Chunk { rows: Vec::with_capacity(self.per_chunk), values: Vec::new() });
+                let rows = if first { FIRST_CHUNK_ROWS.min(per_chunk) } else { per_chunk };
+                let tuples = Vec::with_capacity(rows * self.tuple_width);
+                self.chunks.push(Chunk { rows: Vec::with_capacity(rows), values: Vec::new(), tuples });
                 self.chunks.last_mut().expect("just pushed")
             }
         };
-        if values.len() != 0 && chunk.values.capacity() == 0 {
-            chunk.values.reserve_exact(self.per_chunk * self.width);
+        let n = chunk.rows.len();
+        if n == chunk.rows.capacity() {
+            // Only the first chunk grows: every later one starts whole.
+            chunk.rows.reserve_exact((2 * n).min(per_chunk) - n);
+            chunk.tuples.reserve_exact(chunk.rows.capacity() * self.tuple_width - chunk.tuples.len());
+        }
+        if values.len() != 0 && chunk.values.capacity() < chunk.rows.capacity() * self.width {
+            chunk.values.reserve_exact(chunk.rows.capacity() * self.width - chunk.values.len());
         }
         chunk.rows.push(row);
         chunk.values.extend(values);
+        chunk.tuples.extend(tuples);
         self.len += 1;
     }
 
@@ -103,16 +126,26 @@ impl<'a> Rows<'a> {
         })
     }
 
-    /// Keeps the rows whose flag (one per row) is false, with their values.
+    /// Each row with its `@unique` tuples.
+    pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<Cow<'a, str>>])> {
+        let width = self.tuple_width;
+        self.chunks.iter().flat_map(move |chunk| {
+            chunk.rows.iter().enumerate().map(move |(j, row)| (row, &chunk.tuples[j * width..(j + 1) * width]))
+        })
+    }
+
+    /// Keeps the rows whose flag (one per row) is false, with their values
+    /// and tuples.
     pub fn remove_flagged(&mut self, flags: &[bool]) {
         let mut flags = flags.iter();
-        let mut kept = Rows::new(self.width);
+        let mut kept = Rows::new(self.width, self.tuple_width);
         for chunk in std::mem::take(&mut self.chunks) {
-            let mut values = chunk.values.into_iter();
+            let (mut values, mut tuples) = (chunk.values.into_iter(), chunk.tuples.into_iter());
             for row in chunk.rows {
                 let row_values: Vec<Val<'a>> = values.by_ref().take(self.width).collect();
+                let row_tuples: Vec<Option<Cow<'a, str>>> = tuples.by_ref().take(self.tuple_width).collect();
                 if !*flags.next().expect("one flag per row") {
-                    kept.push(row, row_values.into_iter());
+                    kept.push(row, row_values.into_iter(), row_tuples.into_iter());
                 }
             }
         }
@@ -368,14 +401,13 @@ impl<'a> Row<'a> {
         values: &[Val<'a>],
     ) -> Row<'a> {
         let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
-        let unique_keys = def.uniques.iter().map(|members| unique_key(members, values, &src, &dst)).collect();
-        Row { line, offset, id, src, dst, arrow_bytes, unique_keys }
+        Row { line, offset, id, src, dst, arrow_bytes }
     }
 }
 
 /// A `@unique` tuple rendered like a key (SPEC §2.4): one member as its
 /// canonical string, several as a compact JSON array. `None`: a null member.
-fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, str>, dst: &Cow<'a, str>) -> Option<Cow<'a, str>> {
+pub(crate) fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, str>, dst: &Cow<'a, str>) -> Option<Cow<'a, str>> {
     let mut parts: Vec<Cow<'a, str>> = members
         .iter()
         .map(|m| match m {
@@ -688,21 +720,22 @@ mod tests {
             src: Cow::Borrowed(""),
             dst: Cow::Borrowed(""),
             arrow_bytes: 0,
-            unique_keys: Vec::new(),
         }
     }
 
     #[test]
     fn rows_keep_line_order_and_values_across_chunks() {
         let values = |line: u64| [Val::UInt(line), Val::Int(-(line as i64))];
-        let mut rows = Rows::new(2);
+        let tuple = |line: u64| [Some(Cow::Owned(line.to_string()))];
+        let mut rows = Rows::new(2, 1);
         let n = rows.per_chunk as u64 * 3 + 7;
         for line in 0..n {
-            rows.push(row(line), values(line).into_iter());
+            rows.push(row(line), values(line).into_iter(), tuple(line).into_iter());
         }
         assert_eq!(rows.len() as u64, n);
         assert!((0..n).all(|i| rows[i as usize].line == i));
         assert!(rows.with_values().all(|(row, v)| v == values(row.line)));
+        assert!(rows.with_tuples().all(|(row, t)| t == tuple(row.line)));
         let flags: Vec<bool> = (0..n).map(|i| i % 3 == 1).collect();
         rows.remove_flagged(&flags);
         let kept: Vec<u64> = (0..n).filter(|i| i % 3 != 1).collect();
@@ -710,14 +743,15 @@ mod tests {
         assert!(rows.iter().map(|r| r.line).eq(kept.iter().copied()));
         assert!(kept.iter().enumerate().all(|(i, &line)| rows[i].line == line));
         assert!(rows.with_values().all(|(row, v)| v == values(row.line)));
+        assert!(rows.with_tuples().all(|(row, t)| t == tuple(row.line)));
     }
 
     #[test]
     fn rows_validated_only_keep_no_values() {
-        let mut rows = Rows::new(3);
+        let mut rows = Rows::new(3, 0);
         let n = rows.per_chunk + 1;
         for line in 0..n as u64 {
-            rows.push(row(line), std::iter::empty());
+            rows.push(row(line), std::iter::empty(), std::iter::empty());
         }
         assert_eq!(rows.chunks.len(), 2);
         assert!(rows.chunks.iter().all(|chunk| chunk.values.capacity() == 0));

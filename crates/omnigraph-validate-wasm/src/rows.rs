@@ -228,7 +228,7 @@ pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'
         let t = r.len()?;
         let def: &TypeDef = schema.types.get(t).ok_or(MalformedBuffer("unknown table"))?;
         let n = r.len()?;
-        let mut rows = Rows::new(def.props.len());
+        let mut rows = Rows::new(def.props.len(), 0);
         let mut values = Vec::with_capacity(def.props.len());
         for _ in 0..n {
             let line = u64::from_le_bytes(r.array()?);
@@ -244,7 +244,7 @@ pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'
             for _ in 0..count {
                 values.push(r.value(0)?);
             }
-            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0, unique_keys: Vec::new() }, values.drain(..));
+            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0 }, values.drain(..), std::iter::empty());
         }
         tables.push((t, rows));
     }
