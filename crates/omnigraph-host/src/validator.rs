@@ -29,7 +29,8 @@ use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
 use omnigraph_validate_wasm::{PreparedBatch, Schema, batches_from_rows};
 use sha2::{Digest, Sha256};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap, Val,
+    Config, Enabled, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store, Trap,
+    Val,
 };
 
 use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION, WASM_MEMORY_GUARD, WASM_MEMORY_RESERVATION};
@@ -435,7 +436,7 @@ impl Validator {
 /// wasmtime's configuration for the artifact: epoch interruption for the
 /// deadline, pooling slots bounded by `config`, and the memory reservation
 /// under which the compiled code needs no bounds checks.
-fn engine_config(config: &RunnerConfig) -> Config {
+fn pooling_config(config: &RunnerConfig) -> PoolingAllocationConfig {
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_core_instances(config.max_instances)
@@ -448,13 +449,22 @@ fn engine_config(config: &RunnerConfig) -> Config {
         .max_memory_size(config.memory_limit as usize)
         // Reused slots keep this much memory mapped (zeroed with memset),
         // so a batch does not pay page faults for every page it touches.
-        .linear_memory_keep_resident(config.keep_resident as usize);
+        .linear_memory_keep_resident(config.keep_resident as usize)
+        // Resetting a reused slot memsets only the pages the batch touched,
+        // found with Linux's PAGEMAP_SCAN (6.7+; Auto falls back to a memset
+        // of the whole kept region where it is missing): a fresh instance
+        // 30 -> 5.6 us, a 1-line batch 76 -> 45 us (docs/performance.md).
+        .pagemap_scan(Enabled::Auto);
+    pooling
+}
+
+fn engine_config(config: &RunnerConfig) -> Config {
     let mut wasm_config = Config::new();
     wasm_config
         .epoch_interruption(true)
         .memory_reservation(WASM_MEMORY_RESERVATION)
         .memory_guard_size(WASM_MEMORY_GUARD)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config(config)));
     wasm_config
 }
 
@@ -551,5 +561,11 @@ mod tests {
         assert!(tunable(&config, "memory_reservation") >= 1 << 32, "a memory reservation under 4 GiB brings bounds checks back");
         assert!(tunable(&config, "memory_guard_size") >= 32 << 20, "a smaller guard brings bounds checks back for static offsets");
         Engine::new(&config).expect("the configuration is valid");
+    }
+
+    #[test]
+    fn reused_slots_are_reset_by_the_pages_they_touched() {
+        let pooling = format!("{:?}", pooling_config(&RunnerConfig::default()));
+        assert!(pooling.contains("pagemap_scan: Auto"), "without PAGEMAP_SCAN a reset memsets the whole kept region: {pooling}");
     }
 }
