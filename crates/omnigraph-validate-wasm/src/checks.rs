@@ -182,6 +182,11 @@ impl<'s, 'a> Accepted<'s, 'a> {
         }
     }
 
+    /// Whether rows keep their values (for Arrow output).
+    pub fn keeps_values(&self) -> bool {
+        self.keep_values
+    }
+
     /// Takes an accepted row of table `t`, whose values are `values` (taken
     /// when kept, else left for the next record), and checks it against the
     /// rows so far.

@@ -18,10 +18,11 @@ use crate::json::{NumLit, scan_plain};
 use crate::limits::Limits;
 use crate::record::{Row, canonical_id, meets_constraints, resolve_type};
 use crate::report::TableKind;
+use crate::rows::value_bytes;
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
 use crate::value::{
-    Decimal, Val, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date, parse_datetime,
-    timestamp_from_millis,
+    Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
+    parse_datetime, timestamp_from_millis,
 };
 
 /// Types with more properties than this always take the explainer (their
@@ -86,16 +87,19 @@ pub struct LineAt {
 }
 
 /// The row of `text` (one strict line without its line end) when the
-/// explainer would accept it with exactly that row; `None` otherwise.
+/// explainer would accept it with exactly that row; `None` otherwise. Its
+/// values go to `values`, whole when `keep_values`; otherwise blobs,
+/// vectors and lists are checked and measured (`Val::Sized`), not built.
 pub fn accept<'a>(
     plan: &Plan,
     schema: &Schema,
     limits: &Limits,
     text: &'a str,
     at: LineAt,
+    keep_values: bool,
     values: &mut Vec<Val<'a>>,
 ) -> Option<(usize, Row<'a>)> {
-    let mut sc = Scan { s: text, b: text.as_bytes(), p: 0, structure: 0, depth: 0, deepest: 0 };
+    let mut sc = Scan { s: text, b: text.as_bytes(), p: 0, structure: 0, depth: 0, deepest: 0, keep_values };
     sc.open(b'{')?;
     let (mut node_type, mut edge, mut id, mut from, mut to) = (None, None, None, None, None);
     let mut data_as = None;
@@ -177,6 +181,8 @@ struct Scan<'a> {
     structure: u64,
     depth: u64,
     deepest: u64,
+    /// Build blobs, vectors and lists (else only measure them).
+    keep_values: bool,
 }
 
 /// A number literal and, without exponent and for at most 19 digits, its
@@ -434,38 +440,56 @@ impl<'a> Scan<'a> {
                 b'"' => Val::Timestamp(parse_datetime(self.string()?).ok()?),
                 _ => timestamp_from_millis(self.number()?.0, 0).ok()?,
             },
-            ValueType::Blob => Val::Blob(decode_base64(self.string()?.strip_prefix("base64:")?).ok()?),
-            ValueType::Vector(n) => {
-                self.open(b'[')?;
-                let mut out = Vec::with_capacity(*n as usize);
-                if !self.empty(b']') {
-                    loop {
-                        match self.present(&ValueType::F32)? {
-                            Val::F32(v) => out.push(v),
-                            _ => return None,
-                        }
-                        if !self.after(b']')? {
-                            break;
-                        }
-                    }
+            ValueType::Blob => {
+                let text = self.string()?.strip_prefix("base64:")?;
+                match self.keep_values {
+                    true => Val::Blob(decode_base64(text).ok()?),
+                    false => Val::Sized(base64_len(text).ok()? as u64),
                 }
-                (out.len() == *n as usize).then_some(())?;
-                Val::Vector(out)
+            }
+            ValueType::Vector(n) => {
+                let keep = self.keep_values;
+                let mut out = Vec::with_capacity(if keep { *n as usize } else { 0 });
+                let mut count = 0;
+                self.items(&ValueType::F32, |v| {
+                    let Val::F32(v) = v else { return None };
+                    count += 1;
+                    if keep {
+                        out.push(v);
+                    }
+                    Some(())
+                })?;
+                (count == *n as usize).then_some(())?;
+                // A vector's bytes are all fixed width: nothing to measure.
+                if keep { Val::Vector(out) } else { Val::Sized(0) }
             }
             ValueType::List(item) => {
-                self.open(b'[')?;
-                let mut out = Vec::new();
-                if !self.empty(b']') {
-                    loop {
-                        out.push(self.present(item)?);
-                        if !self.after(b']')? {
-                            break;
-                        }
+                let keep = self.keep_values;
+                let (mut out, mut bytes) = (Vec::new(), 0);
+                self.items(item, |v| {
+                    bytes += value_bytes(item, &v);
+                    if keep {
+                        out.push(v);
                     }
-                }
-                Val::List(out)
+                    Some(())
+                })?;
+                if keep { Val::List(out) } else { Val::Sized(bytes) }
             }
         })
+    }
+
+    /// A JSON array of present `item`s, each given to `each` in order.
+    fn items(&mut self, item: &ValueType, mut each: impl FnMut(Val<'a>) -> Option<()>) -> Option<()> {
+        self.open(b'[')?;
+        if !self.empty(b']') {
+            loop {
+                each(self.present(item)?)?;
+                if !self.after(b']')? {
+                    break;
+                }
+            }
+        }
+        Some(())
     }
 }
 

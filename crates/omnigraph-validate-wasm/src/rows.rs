@@ -36,9 +36,10 @@ fn fixed_width(ty: &ValueType) -> u64 {
     }
 }
 
-fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
+pub(crate) fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
     let data = match (ty, v) {
         (_, Val::Str(s)) => s.len() as u64,
+        (_, Val::Sized(data)) => *data,
         (_, Val::Blob(b)) => b.len() as u64,
         (ValueType::List(item), Val::List(items)) => items.iter().map(|i| value_bytes(item, i)).sum(),
         _ => 0,
@@ -125,6 +126,7 @@ fn put_value(out: &mut Vec<u8>, v: &Val<'_>) {
                 put_value(out, item);
             }
         }
+        Val::Sized(_) => unreachable!("rows keep their values whole when they are encoded"),
     }
 }
 

@@ -27,6 +27,9 @@ pub enum Val<'a> {
     Blob(Vec<u8>),
     Vector(Vec<f32>),
     List(Vec<Val<'a>>),
+    /// A valid blob, vector or list that was only measured: its Arrow
+    /// data bytes (validation alone keeps no values, so it builds none).
+    Sized(u64),
 }
 
 /// Why a value was refused. `pos` is where in the input; `path` a suffix
@@ -645,7 +648,7 @@ pub fn render_key(v: &Val<'_>) -> Option<String> {
         Val::Timestamp(t) => format_timestamp(*t),
         Val::F32(f) => format_f32(*f),
         Val::F64(f) => format_f64(*f),
-        Val::Null | Val::Blob(_) | Val::Vector(_) | Val::List(_) => return None,
+        Val::Null | Val::Blob(_) | Val::Vector(_) | Val::List(_) | Val::Sized(_) => return None,
     })
 }
 
@@ -664,11 +667,24 @@ fn base64_digit(c: u8) -> Option<u32> {
 
 /// Standard, padded, canonical base64 (unused bits zero).
 pub fn decode_base64(s: &str) -> Result<Vec<u8>, &'static str> {
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    base64_groups(s, |bytes| out.extend_from_slice(bytes))?;
+    Ok(out)
+}
+
+/// How many bytes [`decode_base64`] would give, decoding nothing.
+pub(crate) fn base64_len(s: &str) -> Result<usize, &'static str> {
+    let mut len = 0;
+    base64_groups(s, |bytes| len += bytes.len())?;
+    Ok(len)
+}
+
+/// Checks `s` as [`decode_base64`] reads it and gives each group's bytes.
+fn base64_groups(s: &str, mut group: impl FnMut(&[u8])) -> Result<(), &'static str> {
     let b = s.as_bytes();
     if b.len() % 4 != 0 {
         return Err("length is not a multiple of 4 (padding '=' is required)");
     }
-    let mut out = Vec::with_capacity(b.len() / 4 * 3);
     for (i, chunk) in b.chunks_exact(4).enumerate() {
         let last = i == b.len() / 4 - 1;
         let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
@@ -685,9 +701,9 @@ pub fn decode_base64(s: &str) -> Result<Vec<u8>, &'static str> {
         if bytes[keep..].iter().any(|&x| x != 0) {
             return Err("non-zero padding bits (not canonical)");
         }
-        out.extend_from_slice(&bytes[..keep]);
+        group(&bytes[..keep]);
     }
-    Ok(out)
+    Ok(())
 }
 
 pub fn encode_base64(data: &[u8]) -> String {
@@ -779,5 +795,13 @@ mod tests {
         assert!(decode_base64("Zh==").is_err());
         assert!(decode_base64("Zg").is_err());
         assert!(decode_base64("Zg=a").is_err());
+    }
+
+    #[test]
+    fn base64_len_measures_what_decoding_gives() {
+        let texts = ["", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "/wAQ", "Zh==", "Zg", "Zg=a", "Z===", "Zm9v====", "Zm-v"];
+        for text in texts {
+            assert_eq!(base64_len(text), decode_base64(text).map(|bytes| bytes.len()), "{text:?}");
+        }
     }
 }
