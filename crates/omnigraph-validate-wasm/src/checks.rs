@@ -4,9 +4,9 @@
 //! They run as each accepted row arrives ([`Accepted::push`]), while its
 //! bytes are still in cache: its id is folded, its endpoints are looked up
 //! among the ids seen so far, its `@unique` tuples and `@card` source are
-//! counted and its sizes added to its table's totals. A second pass over
-//! 25 MB of rows re-read every id and endpoint from the batch with a cache
-//! miss each. What a later row can still change is settled in
+//! counted and its sizes added to its table's totals (passes over the rows
+//! after the last line re-read every id and endpoint from the batch, a
+//! cache miss each). What a later row can still change is settled in
 //! [`Accepted::finish`]: an endpoint not seen yet is looked up again among
 //! all the ids, and a table in which a row was folded away or refused as a
 //! duplicate has its `@unique`, `@card` and sizes counted again over the
@@ -14,9 +14,9 @@
 //! the report is the one a pass over the surviving rows would give, and the
 //! sink orders errors itself, whatever order they are found in.
 
-use crate::options::{Mode, Options};
 use std::borrow::Cow;
 
+use crate::options::{Mode, Options};
 use crate::record::{Row, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
