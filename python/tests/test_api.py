@@ -99,9 +99,10 @@ def test_the_memory_limit_is_a_typed_error():
     validator = og.Validator(memory_limit=16 << 20)
     schema = og.compile_schema((SAMPLES / "people.pg").read_text(encoding="utf-8"), validator)
     with pytest.raises(og.MemoryLimitError):
-        # ~6.7 MB: passes the input check (twice the input fits), not the
-        # artifact's base memory plus the batch.
-        schema.validate(_big_batch(40_000))
+        # ~7.8 MB of small rows: passes the input check (twice the input
+        # fits), not the artifact's base memory plus the batch and a row,
+        # an id and a unique tuple per record.
+        schema.validate(b"".join(b'{"type":"Person","data":{"name":"p%d"}}\n' % i for i in range(180_000)))
     with pytest.raises(og.InputTooLargeError):
         schema.validate(b" " * (9 << 20))
     assert schema.validate((SAMPLES / "people.ndjson").read_bytes())["ok"] is True
