@@ -287,6 +287,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 flags
             })
             .collect();
+        // Lookups ran a group per node type at a time: in row order per
+        // table, the refs below come in runs that the final sort merges.
+        self.unresolved.sort_unstable_by_key(|u| (u.table, u.row, u.end));
         let mut external_refs = Vec::new();
         for u in &self.unresolved {
             if dead[u.table].get(u.row) == Some(&true) {
