@@ -38,7 +38,8 @@ pub struct Accepted<'s, 'a> {
     tuples: Vec<Option<Cow<'a, str>>>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
     pending: Vec<Vec<Unresolved>>,
-    /// Edge endpoints that were not among the ids when looked up.
+    /// Edge endpoints that were not among the ids when looked up, or that
+    /// `finish` takes from `pending` unlooked.
     unresolved: Vec<Unresolved>,
     folded: u64,
 }
@@ -250,7 +251,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
         let pending = std::mem::take(&mut self.pending[node_type]);
         let mut keys = [""; LOOKUP_GROUP];
         for (key, u) in keys.iter_mut().zip(&pending) {
-            *key = self.endpoint(u).1;
+            *key = self.endpoint(u).2;
         }
         let mut found = [false; LOOKUP_GROUP];
         self.tables[node_type].ids.contains_each(&keys[..pending.len()], &mut found[..pending.len()]);
@@ -259,20 +260,21 @@ impl<'s, 'a> Accepted<'s, 'a> {
         self.pending[node_type].clear();
     }
 
-    /// The node type and id an endpoint names.
-    fn endpoint(&self, u: &Unresolved) -> (usize, &str) {
+    /// The node type an endpoint names, its edge's row and the id.
+    fn endpoint(&self, u: &Unresolved) -> (usize, &Row<'a>, &str) {
         let def = &self.schema.types[u.table];
         let row = &self.rows[u.table][u.row];
         match u.end {
-            End::From => (def.from.expect("an edge"), &row.src),
-            End::To => (def.to.expect("an edge"), &row.dst),
+            End::From => (def.from.expect("an edge"), row, &row.src),
+            End::To => (def.to.expect("an edge"), row, &row.dst),
         }
     }
 
     /// Settles what later rows could change and runs the bounds.
     pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Settled<'a> {
-        for node_type in 0..self.pending.len() {
-            self.look_up_pending(node_type);
+        // Every id is in now: the endpoints still pending are looked up once, below.
+        for pending in &mut self.pending {
+            self.unresolved.append(pending);
         }
         let schema = self.schema;
         let dead: Vec<Vec<bool>> = self
@@ -296,8 +298,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 continue;
             }
             let def = &schema.types[u.table];
-            let row = &self.rows[u.table][u.row];
-            let (node_type, id) = self.endpoint(u);
+            let (node_type, row, id) = self.endpoint(u);
             if self.tables[node_type].ids.get(id).is_some() {
                 continue;
             }

@@ -119,18 +119,24 @@ impl<'a> Rows<'a> {
     }
 
     /// Each row with its values (rows pushed with their values only).
-    pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> + Clone {
-        let width = self.width;
-        self.chunks.iter().flat_map(move |chunk| {
-            chunk.rows.iter().enumerate().map(move |(j, row)| (row, &chunk.values[j * width..(j + 1) * width]))
-        })
+    pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> {
+        self.with_each(self.width, |chunk| &chunk.values)
     }
 
     /// Each row with its `@unique` tuples.
     pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<Cow<'a, str>>])> {
-        let width = self.tuple_width;
+        self.with_each(self.tuple_width, |chunk| &chunk.tuples)
+    }
+
+    /// Each row with its `width` items of the chunk buffer `buffer` picks.
+    fn with_each<'r, T: 'r>(
+        &'r self,
+        width: usize,
+        buffer: fn(&'r Chunk<'a>) -> &'r [T],
+    ) -> impl Iterator<Item = (&'r Row<'a>, &'r [T])> {
         self.chunks.iter().flat_map(move |chunk| {
-            chunk.rows.iter().enumerate().map(move |(j, row)| (row, &chunk.tuples[j * width..(j + 1) * width]))
+            let items = buffer(chunk);
+            chunk.rows.iter().enumerate().map(move |(j, row)| (row, &items[j * width..(j + 1) * width]))
         })
     }
 
