@@ -166,8 +166,23 @@ fn strict_lines<'a>(
     let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
     let mut values = Vec::new();
     let plan = fast::Plan::new(schema);
+    let keep_values = accepted.keeps_values();
     let mut pos = 0usize;
     while pos < bytes.len() {
+        // The acceptor frames the lines it takes; every other line is framed
+        // and explained below, as if the acceptor had not looked at it.
+        let at_line = LineAt { line: counts.lines + 1, offset: pos as u64 };
+        if let Some(taken) = fast::accept(&plan, schema, limits, &bytes[pos..], at_line, keep_values, &mut values) {
+            let content = &bytes[pos..pos + taken.line_end];
+            let content_len = content.len() - usize::from(content.last() == Some(&b'\r'));
+            if content_len as u64 <= limits.max_line_bytes {
+                counts.lines += 1;
+                counts.records += 1;
+                pos = (pos + taken.line_end + 1).min(bytes.len());
+                accepted.push(taken.table, taken.row, &mut values, sink);
+                continue;
+            }
+        }
         let (end, next) = match memchr(b'\n', &bytes[pos..]) {
             Some(i) => (pos + i, pos + i + 1),
             None => (bytes.len(), bytes.len()),
@@ -213,10 +228,6 @@ fn strict_lines<'a>(
             }
         };
         let at_line = LineAt { line, offset: line_start as u64 };
-        if let Some((t, row)) = fast::accept(&plan, schema, limits, text, at_line, accepted.keeps_values(), &mut values) {
-            accepted.push(t, row, &mut values, sink);
-            continue;
-        }
         match explain_line(schema, options, text, at_line, sink, &mut values) {
             (Ok(row), trailing) => {
                 if let Some(second) = trailing {
@@ -396,12 +407,14 @@ fn compat_stream<'a>(
 }
 
 /// Checks the fast acceptor against the explainer on every line of `batch`
-/// read as strict lines: each line the acceptor takes, validating (values
-/// measured, and left in the buffer for the next line) or keeping values
-/// (`prepare`: whole values, taken from the buffer), the explainer must
-/// accept alone on its line, with the same table and the same row, and,
-/// keeping values, the same values. Returns how many lines the acceptor took and how
-/// many lines there were. Panics on a disagreement (tests, fuzz targets).
+/// read as strict lines: each line the acceptor takes (given the batch from
+/// that line on, as `strict_lines` gives it), validating (values measured,
+/// and left in the buffer for the next line) or keeping values (`prepare`:
+/// whole values, taken from the buffer), must end where the line ends and
+/// be UTF-8, and the explainer must accept it alone, with the same table and
+/// the same row, and, keeping values, the same values. Returns how many
+/// lines the acceptor took and how many lines there were. Panics on a
+/// disagreement (tests, fuzz targets).
 pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u64) {
     let plan = fast::Plan::new(schema);
     let limits = &options.limits;
@@ -410,13 +423,20 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
     // a line starts from what the line before left in it; keeping values,
     // from an empty buffer once a row took them.
     let (mut kept, mut reused) = (Vec::new(), Vec::new());
+    let mut start = 0;
     for (n, raw) in batch.split(|&b| b == b'\n').enumerate() {
         lines += 1;
+        let rest = &batch[start..];
+        start += raw.len() + 1;
         let content = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let Ok(text) = std::str::from_utf8(content) else { continue };
         let at = LineAt { line: n as u64 + 1, offset: 0 };
         for (keep_values, values) in [(true, &mut kept), (false, &mut reused)] {
-            let Some(fast_row) = fast::accept(&plan, schema, limits, text, at, keep_values, values) else { continue };
+            let Some(taken) = fast::accept(&plan, schema, limits, rest, at, keep_values, values) else { continue };
+            assert_eq!(taken.line_end, raw.len(), "the fast acceptor ends line {} elsewhere: {raw:?}", n + 1);
+            let Ok(text) = std::str::from_utf8(content) else {
+                panic!("the fast acceptor took line {} that is not UTF-8: {raw:?}", n + 1)
+            };
+            let fast_row = (taken.table, taken.row);
             accepted += u64::from(keep_values);
             let mut sink = ErrorSink::new(16);
             let mut slow_values = Vec::new();

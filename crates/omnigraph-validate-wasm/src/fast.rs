@@ -14,11 +14,11 @@
 
 use std::borrow::Cow;
 
-use crate::json::{NumLit, scan_plain};
+use crate::json::{NumLit, scan_plain_ascii};
 use crate::limits::Limits;
-use crate::record::{Row, canonical_id, meets_constraints, resolve_type};
+use crate::record::{Row, canonical_id, meets_constraints};
 use crate::report::TableKind;
-use crate::rows::value_bytes;
+use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
 use crate::value::{
     Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
@@ -27,18 +27,24 @@ use crate::value::{
 
 /// Types with more properties than this always take the explainer (their
 /// presence set would not fit one word).
-const MAX_FAST_PROPS: usize = 128;
+const MAX_FAST_PROPS: usize = 64;
 
 /// What the acceptor knows of each type before the first line.
 pub struct Plan {
     types: Vec<TypePlan>,
+    /// Each type's name as a quoted JSON string, with its index, node types
+    /// and edge types apart: the value of `type` or `edge` is resolved by
+    /// comparing it in place (a name written with escapes is the
+    /// explainer's to read).
+    node_names: Vec<(Quoted, usize)>,
+    edge_names: Vec<(Quoted, usize)>,
 }
 
 struct TypePlan {
     /// Properties that must be present and non-null, as a bit set.
-    required: u128,
+    required: u64,
     /// Every property, as a bit set.
-    all: u128,
+    all: u64,
     /// Per property: it carries an `@range` or `@check`.
     ruled: Vec<bool>,
     /// The type has few enough properties for the acceptor.
@@ -46,7 +52,43 @@ struct TypePlan {
     /// Per property, `"name":` as written without whitespace or escapes:
     /// the member expected next is recognised by one comparison. `None`
     /// for a name that would need escaping (never for identifiers).
-    members: Vec<Option<Box<[u8]>>>,
+    members: Vec<Option<Quoted>>,
+    /// The Arrow bytes every row has whatever its values (`rows::fixed_bytes`).
+    fixed_bytes: u64,
+}
+
+/// A member's `"name":`, and for names of up to 16 bytes the same bytes
+/// as two little-endian words with masks, so that it is recognised by two
+/// word comparisons instead of a call to `memcmp`.
+struct Quoted {
+    bytes: Box<[u8]>,
+    words: [u64; 2],
+    masks: [u64; 2],
+}
+
+impl Quoted {
+    fn new(bytes: Vec<u8>) -> Quoted {
+        let (mut words, mut masks) = ([0u64; 2], [0u64; 2]);
+        if bytes.len() <= 16 {
+            for (i, &c) in bytes.iter().enumerate() {
+                words[i / 8] |= u64::from(c) << (8 * (i % 8));
+                masks[i / 8] |= 0xFF << (8 * (i % 8));
+            }
+        }
+        Quoted { bytes: bytes.into(), words, masks }
+    }
+
+    /// True when `b` starts with this member.
+    #[inline]
+    fn starts(&self, b: &[u8]) -> bool {
+        match b.get(..16) {
+            Some(window) if self.bytes.len() <= 16 => {
+                let word = |i: usize| u64::from_le_bytes(window[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                ((word(0) ^ self.words[0]) & self.masks[0]) | ((word(1) ^ self.words[1]) & self.masks[1]) == 0
+            }
+            _ => b.starts_with(&self.bytes),
+        }
+    }
 }
 
 impl Plan {
@@ -58,7 +100,7 @@ impl Plan {
                 let fits = def.props.len() <= MAX_FAST_PROPS;
                 let bits = |keep: &dyn Fn(&PropDef) -> bool| {
                     let props = def.props.iter().enumerate().filter(|(_, p)| fits && keep(p));
-                    props.fold(0u128, |bits, (i, _)| bits | 1 << i)
+                    props.fold(0u64, |bits, (i, _)| bits | 1 << i)
                 };
                 let (required, all) = (bits(&|p| !p.nullable), bits(&|_| true));
                 let ruled = (0..def.props.len())
@@ -69,13 +111,17 @@ impl Plan {
                     .iter()
                     .map(|p| {
                         let plain = p.name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-                        plain.then(|| format!("\"{}\":", p.name).into_bytes().into())
+                        plain.then(|| Quoted::new(format!("\"{}\":", p.name).into_bytes()))
                     })
                     .collect();
-                TypePlan { required, all, ruled, fits, members }
+                TypePlan { required, all, ruled, fits, members, fixed_bytes: fixed_bytes(def) }
             })
             .collect();
-        Plan { types }
+        let names = |kind: TableKind| {
+            let of_kind = schema.types.iter().enumerate().filter(|(_, def)| def.kind == kind);
+            of_kind.map(|(t, def)| (Quoted::new(format!("\"{}\"", def.name).into_bytes()), t)).collect()
+        };
+        Plan { types, node_names: names(TableKind::Node), edge_names: names(TableKind::Edge) }
     }
 }
 
@@ -86,67 +132,79 @@ pub struct LineAt {
     pub offset: u64,
 }
 
-/// The row of `text` (one strict line without its line end) when the
-/// explainer would accept it with exactly that row; `None` otherwise. Its
-/// values go to `values`, whole when `keep_values`; otherwise blobs,
-/// vectors and lists are checked and measured (`Val::Sized`), not built.
+/// A line the acceptor took: its table, its row, and where the line ends
+/// (the index of its `\n` in the bytes given, or their length).
+pub struct Taken<'a> {
+    pub table: usize,
+    pub row: Row<'a>,
+    pub line_end: usize,
+}
+
+/// The row of the strict line at the start of `rest` (the batch from that
+/// line on) when the explainer would accept that line with exactly that
+/// row; `None` otherwise. The acceptor frames the line itself: it finds the
+/// line end where the record and the whitespace after it stop, and checks
+/// UTF-8 only in strings with a byte above ASCII (every other byte it takes
+/// is ASCII by the grammar), so a line it takes is read once. Its values go
+/// to `values`, whole when `keep_values`; otherwise blobs, vectors and
+/// lists are checked and measured (`Val::Sized`), not built.
 pub fn accept<'a>(
     plan: &Plan,
     schema: &Schema,
     limits: &Limits,
-    text: &'a str,
+    rest: &'a [u8],
     at: LineAt,
     keep_values: bool,
     values: &mut Vec<Val<'a>>,
-) -> Option<(usize, Row<'a>)> {
-    let mut sc = Scan { s: text, b: text.as_bytes(), p: 0, structure: 0, depth: 0, deepest: 0, keep_values };
+) -> Option<Taken<'a>> {
+    let mut sc = Scan { b: rest, p: 0, structure: 0, depth: 0, deepest: 0, keep_values, data_bytes: 0 };
     sc.open(b'{')?;
-    let (mut node_type, mut edge, mut id, mut from, mut to) = (None, None, None, None, None);
-    let mut data_as = None;
+    let (mut node_type, mut edge) = (None, None);
+    let (mut id, mut from, mut to) = (None, None, None);
+    let mut data_read = false;
     let mut seen = 0u8;
     loop {
-        let key = sc.key()?;
-        let (bit, slot) = match key.as_bytes() {
-            b"type" => (1, Some(&mut node_type)),
-            b"edge" => (2, Some(&mut edge)),
-            b"id" => (4, Some(&mut id)),
-            b"from" => (8, Some(&mut from)),
-            b"to" => (16, Some(&mut to)),
-            b"data" => (32, None),
-            _ => return None,
+        let bit = match sc.envelope_member() {
+            Some(bit) => bit,
+            None => envelope_bit(sc.key()?.as_bytes())?,
         };
         if seen & bit != 0 {
             return None;
         }
         seen |= bit;
-        if let Some(slot) = slot {
-            *slot = Some(sc.string()?);
-        } else {
-            // As the explainer does in time: the type is named before `data`.
-            let t = match (node_type, edge) {
-                (Some(name), None) => resolve_type(schema, name, TableKind::Node)?,
-                (None, Some(name)) => resolve_type(schema, name, TableKind::Edge)?,
-                _ => return None,
-            };
-            sc.data(&plan.types[t], &schema.types[t], values)?;
-            data_as = Some(t);
+        match bit {
+            // A type unknown, or of the other kind, is the explainer's to report.
+            1 => node_type = Some(sc.type_name(&plan.node_names)?),
+            2 => edge = Some(sc.type_name(&plan.edge_names)?),
+            4 => id = Some(sc.string()?),
+            8 => from = Some(sc.string()?),
+            16 => to = Some(sc.string()?),
+            _ => {
+                // As the explainer does in time: the type is named before `data`.
+                let t = match (node_type, edge) {
+                    (Some(t), None) | (None, Some(t)) => t,
+                    _ => return None,
+                };
+                sc.data(&plan.types[t], &schema.types[t], values)?;
+                data_read = true;
+            }
         }
         if !sc.after_member()? {
             break;
         }
     }
     sc.ws();
-    if sc.p != sc.b.len() || sc.structure > limits.max_json_structure || sc.deepest > u64::from(limits.max_json_depth) {
+    let line_end = sc.p;
+    if !matches!(rest.get(line_end), None | Some(b'\n'))
+        || sc.structure > limits.max_json_structure
+        || sc.deepest > u64::from(limits.max_json_depth)
+    {
         return None;
     }
-    let (name, kind) = match (node_type, edge) {
-        (Some(name), None) => (name, TableKind::Node),
-        (None, Some(name)) => (name, TableKind::Edge),
+    let (t, kind) = match (node_type, edge) {
+        (Some(t), None) => (t, TableKind::Node),
+        (None, Some(t)) => (t, TableKind::Edge),
         _ => return None,
-    };
-    let t = match data_as {
-        Some(t) => t,
-        None => resolve_type(schema, name, kind)?,
     };
     let def = &schema.types[t];
     let (src, dst) = match kind {
@@ -154,7 +212,7 @@ pub fn accept<'a>(
         TableKind::Edge => (from?, to?),
         TableKind::Node => return None,
     };
-    if data_as.is_none() {
+    if !data_read {
         // Without `data` every property is null: only a type that requires
         // none (and that the acceptor reads at all) may leave it out.
         let plan = &plan.types[t];
@@ -169,13 +227,44 @@ pub fn accept<'a>(
         Some(canonical) if id.is_none_or(|given| given == canonical) => Some(canonical),
         Some(_) => return None,
     };
-    Some((t, Row::new(at.line, at.offset, def, id, Cow::Borrowed(src), Cow::Borrowed(dst), values)))
+    let arrow_bytes = envelope_bytes(def, id.as_deref(), src, dst) + plan.types[t].fixed_bytes + sc.data_bytes;
+    let row = Row::measured(at.line, at.offset, id, Cow::Borrowed(src), Cow::Borrowed(dst), arrow_bytes);
+    Some(Taken { table: t, row, line_end })
 }
+
+/// The envelope's members, each a bit of a set.
+const ENVELOPE: [(&[u8], u8); 6] = [(b"type", 1), (b"edge", 2), (b"id", 4), (b"from", 8), (b"to", 16), (b"data", 32)];
+
+fn envelope_bit(name: &[u8]) -> Option<u8> {
+    ENVELOPE.iter().find(|(member, _)| *member == name).map(|&(_, bit)| bit)
+}
+
+/// `"name":` of each envelope member, as a little-endian word and the mask
+/// of its bytes (every one is at most 8 bytes long).
+const ENVELOPE_WORDS: [(u64, u64, usize, u8); 6] = {
+    let mut out = [(0, 0, 0, 0); 6];
+    let mut m = 0;
+    while m < ENVELOPE.len() {
+        let (name, bit) = ENVELOPE[m];
+        let len = name.len() + 3;
+        let mut word = b'"' as u64 | (b'"' as u64) << (8 * (len - 2)) | (b':' as u64) << (8 * (len - 1));
+        let mut i = 0;
+        while i < name.len() {
+            word |= (name[i] as u64) << (8 * (i + 1));
+            i += 1;
+        }
+        let mask = if len == 8 { u64::MAX } else { (1 << (8 * len)) - 1 };
+        out[m] = (word, mask, len, bit);
+        m += 1;
+    }
+    out
+};
 
 /// A left-to-right reader that gives up (`None`) at anything unusual. It
 /// counts structural characters and depth exactly as `json::Cursor` does.
+/// It never passes a line end: strings stop at control characters, and
+/// `\n` is not whitespace to it.
 struct Scan<'a> {
-    s: &'a str,
     b: &'a [u8],
     p: usize,
     structure: u64,
@@ -183,6 +272,16 @@ struct Scan<'a> {
     deepest: u64,
     /// Build blobs, vectors and lists (else only measure them).
     keep_values: bool,
+    /// The Arrow data bytes of the values read (`rows::data_bytes`).
+    data_bytes: u64,
+}
+
+/// `bytes` as text: the caller has seen that every one of them is ASCII.
+#[inline]
+fn ascii(bytes: &[u8]) -> &str {
+    debug_assert!(bytes.is_ascii(), "only ASCII is taken as text unchecked");
+    // SAFETY: ASCII bytes are valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 /// A number literal and, without exponent and for at most 19 digits, its
@@ -190,9 +289,14 @@ struct Scan<'a> {
 type Number<'a> = (NumLit<'a>, Option<Decimal>);
 
 impl<'a> Scan<'a> {
+    /// Skips whitespace within the line (`\n` ends it).
     #[inline]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.p) {
+        while let Some(&c) = self.b.get(self.p) {
+            // Everything above a space is a token: one comparison for most.
+            if c > b' ' || !matches!(c, b' ' | b'\t' | b'\r') {
+                break;
+            }
             self.p += 1;
         }
     }
@@ -255,16 +359,17 @@ impl<'a> Scan<'a> {
         false
     }
 
-    /// A string without escapes (escapes are left to the explainer).
+    /// A string without escapes (escapes are left to the explainer), its
+    /// UTF-8 checked when it has a byte above ASCII.
     #[inline]
     fn string(&mut self) -> Option<&'a str> {
         (self.peek()? == b'"').then_some(())?;
         let start = self.p + 1;
-        let end = scan_plain(self.b, start);
+        let (end, high) = scan_plain_ascii(self.b, start);
         (self.b.get(end) == Some(&b'"')).then_some(())?;
         self.p = end + 1;
-        // Quotes are ASCII, so both ends are character boundaries.
-        Some(&self.s[start..end])
+        let bytes = &self.b[start..end];
+        if high { std::str::from_utf8(bytes).ok() } else { Some(ascii(bytes)) }
     }
 
     #[inline]
@@ -275,13 +380,35 @@ impl<'a> Scan<'a> {
         Some(key)
     }
 
+    /// The envelope member whose `"name":` comes next, written plainly (its
+    /// `:` counted), by one word comparison each; `None` for anything else,
+    /// which `key` then reads.
+    #[inline]
+    fn envelope_member(&mut self) -> Option<u8> {
+        self.ws();
+        let word = u64::from_le_bytes(self.b.get(self.p..self.p + 8)?.try_into().expect("8 bytes"));
+        let &(_, _, len, bit) = ENVELOPE_WORDS.iter().find(|&&(member, mask, _, _)| word & mask == member)?;
+        self.p += len - 1;
+        self.structural();
+        Some(bit)
+    }
+
+    /// The type whose quoted name comes next, among `names`.
+    #[inline]
+    fn type_name(&mut self, names: &[(Quoted, usize)]) -> Option<usize> {
+        (self.peek()? == b'"').then_some(())?;
+        let (quoted, t) = names.iter().find(|(quoted, _)| quoted.starts(&self.b[self.p..]))?;
+        self.p += quoted.bytes.len();
+        Some(*t)
+    }
+
     /// True (and consumed, its `:` counted) when `"name":` comes next.
     #[inline]
-    fn member(&mut self, quoted: Option<&[u8]>) -> bool {
+    fn member(&mut self, quoted: Option<&Quoted>) -> bool {
         self.ws();
         match quoted {
-            Some(q) if self.b[self.p..].starts_with(q) => {
-                self.p += q.len() - 1;
+            Some(q) if q.starts(&self.b[self.p..]) => {
+                self.p += q.bytes.len() - 1;
                 self.structural();
                 true
             }
@@ -350,7 +477,8 @@ impl<'a> Scan<'a> {
         // `}` or `]` after every value.
         self.p = p;
         let parts = decimal.then_some((negative, mantissa, -(fraction as i32)));
-        Some((NumLit { text: &self.s[start..p], integer }, parts))
+        // The grammar above took only ASCII bytes.
+        Some((NumLit { text: ascii(&b[start..p]), integer }, parts))
     }
 
     /// `data`, decoded into `values` like `record::parse_data` would, when
@@ -366,12 +494,12 @@ impl<'a> Scan<'a> {
             values.clear();
             values.resize(def.props.len(), Val::Null);
         }
-        let mut present = 0u128;
+        let mut present = 0u64;
         if !self.empty(b'}') {
             let mut next = 0;
             loop {
                 // Records usually list properties in the schema's order.
-                let i = if self.member(plan.members.get(next).and_then(Option::as_deref)) { next } else { def.prop(self.key()?)? };
+                let i = if self.member(plan.members.get(next).and_then(Option::as_ref)) { next } else { def.prop(self.key()?)? };
                 next = i + 1;
                 if present & 1 << i != 0 {
                     return None;
@@ -384,7 +512,8 @@ impl<'a> Scan<'a> {
                 } else if plan.ruled[i] && !meets_constraints(def, i, &v) {
                     return None;
                 }
-                values[i] = v;
+                self.data_bytes += data_bytes(&prop.ty, &v);
+                Val::overwrite(&mut values[i], v);
                 if !self.after_member()? {
                     break;
                 }
@@ -393,7 +522,7 @@ impl<'a> Scan<'a> {
         (plan.required & !present == 0).then_some(())?;
         let mut absent = !present & plan.all;
         while absent != 0 {
-            values[absent.trailing_zeros() as usize] = Val::Null;
+            Val::overwrite(&mut values[absent.trailing_zeros() as usize], Val::Null);
             absent &= absent - 1;
         }
         Some(())

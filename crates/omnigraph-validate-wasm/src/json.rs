@@ -100,47 +100,55 @@ pub struct Cursor<'a> {
     pub duplicates: Vec<Duplicate>,
 }
 
-/// Bytes that end a fast string scan: `"`, `\` and control characters.
-static STRING_STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// True if any of the 8 bytes in `w` is `"`, `\` or a control character
-/// (the SWAR zero-byte test; exact, so no byte is skipped wrongly).
+/// The high bit of each of the 8 bytes in `w` that is `"`, `\` or a control
+/// character (the SWAR zero-byte test). A test can only misfire on a byte
+/// above one that truly matched, through the borrow, so the lowest bit set
+/// is exactly the first byte that needs attention.
 #[inline]
-fn needs_attention(w: u64) -> bool {
+fn attention(w: u64) -> u64 {
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
     let quote = zero_byte(w ^ (ONES * b'"' as u64));
     let backslash = zero_byte(w ^ (ONES * b'\\' as u64));
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    (quote | backslash | control) != 0
+    quote | backslash | control
 }
 
 /// Advances `p` past string bytes that need no attention.
 #[inline]
-pub(crate) fn scan_plain(b: &[u8], mut p: usize) -> usize {
-    while p + 8 <= b.len() {
-        let w = u64::from_le_bytes(b[p..p + 8].try_into().expect("8 bytes"));
-        if needs_attention(w) {
-            break;
+pub(crate) fn scan_plain(b: &[u8], p: usize) -> usize {
+    scan_plain_ascii(b, p).0
+}
+
+/// Advances `p` past string bytes that need no attention, 8 at a time; also
+/// tells whether any byte passed is not ASCII (only then does the text need
+/// a UTF-8 check).
+#[inline]
+pub(crate) fn scan_plain_ascii(b: &[u8], mut p: usize) -> (usize, bool) {
+    let mut seen = 0u64;
+    while let Some(word) = b.get(p..p + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let stop = attention(w);
+        if stop != 0 {
+            let passed = stop.trailing_zeros() as usize / 8;
+            // The bytes before the stop: fewer than 8, so the shift fits.
+            seen |= w & ((1u64 << (8 * passed)) - 1);
+            return (p + passed, seen & HIGHS != 0);
         }
+        seen |= w;
         p += 8;
     }
-    while p < b.len() && !STRING_STOP[b[p] as usize] {
+    let mut high = seen & HIGHS != 0;
+    while let Some(&c) = b.get(p) {
+        if c < 0x20 || c == b'"' || c == b'\\' {
+            break;
+        }
+        high |= c >= 0x80;
         p += 1;
     }
-    p
+    (p, high)
 }
 
 impl<'a> Cursor<'a> {
@@ -519,6 +527,27 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Byte by byte: where a plain string run ends, and whether it passed a
+    /// byte above ASCII.
+    fn scan_plain_slowly(b: &[u8], p: usize) -> (usize, bool) {
+        let end = (p..b.len()).find(|&i| b[i] < 0x20 || b[i] == b'"' || b[i] == b'\\').unwrap_or(b.len());
+        (end, b[p..end].iter().any(|&c| c >= 0x80))
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time scan stops exactly where the byte loop does,
+        /// whatever the bytes around the stop (a borrow in the SWAR test
+        /// could only misfire above it) and wherever the high bytes are.
+        #[test]
+        fn scan_plain_stops_where_the_byte_loop_does(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![b'a', b' ', b'"', b'\\', 0x00, 0x1F, 0x20, 0x7F, 0x80, 0xA2, 0xFF, b'!', b'#', b']']), 0..40),
+            from in 0usize..40,
+        ) {
+            let from = from.min(bytes.len());
+            proptest::prop_assert_eq!(scan_plain_ascii(&bytes, from), scan_plain_slowly(&bytes, from));
+        }
+    }
 
     fn skip(src: &str) -> Result<Vec<Duplicate>, JsonError> {
         let mut c = Cursor::new(src, 64, 1000);

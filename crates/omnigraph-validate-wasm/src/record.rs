@@ -407,6 +407,19 @@ impl<'a> Row<'a> {
         values: &[Val<'a>],
     ) -> Row<'a> {
         let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
+        Row::measured(line, offset, id, src, dst, arrow_bytes)
+    }
+
+    /// A row whose Arrow bytes its reader has already summed (the fast
+    /// acceptor, as it reads each value; `differential` checks the sum).
+    pub(crate) fn measured(
+        line: u64,
+        offset: u64,
+        id: Option<Cow<'a, str>>,
+        src: Cow<'a, str>,
+        dst: Cow<'a, str>,
+        arrow_bytes: u64,
+    ) -> Row<'a> {
         Row { line, offset, id, src, dst, arrow_bytes }
     }
 }
@@ -414,18 +427,18 @@ impl<'a> Row<'a> {
 /// A `@unique` tuple rendered like a key (SPEC §2.4): one member as its
 /// canonical string, several as a compact JSON array. `None`: a null member.
 pub(crate) fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, str>, dst: &Cow<'a, str>) -> Option<Cow<'a, str>> {
-    let mut parts: Vec<Cow<'a, str>> = members
-        .iter()
-        .map(|m| match m {
-            UniqueMember::Prop(i) => key_text(&values[*i]),
-            UniqueMember::Src => Some(src.clone()),
-            UniqueMember::Dst => Some(dst.clone()),
-        })
-        .collect::<Option<_>>()?;
-    Some(match parts.len() {
-        1 => parts.pop().expect("one part"),
-        _ => Cow::Owned(serde_json::to_string(&parts).expect("strings serialize")),
-    })
+    let part = |m: &UniqueMember| match m {
+        UniqueMember::Prop(i) => key_text(&values[*i]),
+        UniqueMember::Src => Some(src.clone()),
+        UniqueMember::Dst => Some(dst.clone()),
+    };
+    // A single member (the usual `@unique` on one property) is its own key:
+    // nothing to collect.
+    if let [single] = members {
+        return part(single);
+    }
+    let parts: Vec<Cow<'a, str>> = members.iter().map(part).collect::<Option<_>>()?;
+    Some(Cow::Owned(serde_json::to_string(&parts).expect("strings serialize")))
 }
 
 pub(crate) fn resolve_type(schema: &Schema, name: &str, kind: TableKind) -> Option<usize> {

@@ -36,25 +36,46 @@ fn fixed_width(ty: &ValueType) -> u64 {
     }
 }
 
-pub(crate) fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
-    let data = match (ty, v) {
+/// A value's Arrow data bytes beyond its type's fixed width (strings,
+/// blobs, list items); zero for nulls.
+#[inline]
+pub(crate) fn data_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
+    match (ty, v) {
         (_, Val::Str(s)) => s.len() as u64,
         (_, Val::Sized(data)) => *data,
         (_, Val::Blob(b)) => b.len() as u64,
-        (ValueType::List(item), Val::List(items)) => items.iter().map(|i| value_bytes(item, i)).sum(),
+        (ValueType::List(item), Val::List(items)) => list_bytes(item, items),
         _ => 0,
-    };
-    fixed_width(ty) + data
+    }
+}
+
+fn list_bytes(item: &ValueType, items: &[Val<'_>]) -> u64 {
+    items.iter().map(|i| value_bytes(item, i)).sum()
+}
+
+pub(crate) fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
+    fixed_width(ty) + data_bytes(ty, v)
+}
+
+/// The Arrow bytes of a row of `def` that do not depend on its values.
+pub(crate) fn fixed_bytes(def: &TypeDef) -> u64 {
+    def.props.iter().map(|p| fixed_width(&p.ty)).sum()
+}
+
+/// The Arrow bytes of a row's envelope columns (`_id`, `_src`, `_dst`).
+pub(crate) fn envelope_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str) -> u64 {
+    let mut n = 4 + id.map_or(0, |id| id.len() as u64);
+    if def.kind == TableKind::Edge {
+        n += 8 + src.len() as u64 + dst.len() as u64;
+    }
+    n
 }
 
 /// The Arrow bytes one row adds to its table: value and offset buffers
 /// (validity bitmaps excluded). The bound `table_bytes_limit` counts these.
 pub fn row_arrow_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str, values: &[Val<'_>]) -> u64 {
-    let mut n = 4 + id.map_or(0, |id| id.len() as u64);
-    if def.kind == TableKind::Edge {
-        n += 8 + src.len() as u64 + dst.len() as u64;
-    }
-    n + def.props.iter().zip(values).map(|(p, v)| value_bytes(&p.ty, v)).sum::<u64>()
+    let data: u64 = def.props.iter().zip(values).map(|(p, v)| data_bytes(&p.ty, v)).sum();
+    envelope_bytes(def, id, src, dst) + fixed_bytes(def) + data
 }
 
 /// One row's share of the keyed parse estimate (see

@@ -41,8 +41,10 @@ fn the_acceptor_takes_only_what_the_explainer_accepts_in_the_corpus() {
 }
 
 /// Bytes that turn a valid line into a near miss: structure, quotes,
-/// escapes, number parts, whitespace, literals, a control and a non-ASCII.
-const MUTANTS: &[u8] = b"\"\\{}[],:0129-+.eE ntf\r\x01\xc3";
+/// escapes, number parts, whitespace, literals, a control, a line end (the
+/// acceptor frames lines itself), a lead byte without its continuation and
+/// a byte that is never UTF-8.
+const MUTANTS: &[u8] = b"\"\\{}[],:0129-+.eE ntf\r\x01\n\xc3\xff";
 
 #[test]
 fn no_single_byte_mutation_of_an_accepted_line_splits_them() {
@@ -154,4 +156,47 @@ fn the_acceptor_takes_the_whole_benchmark_batch() {
     let (accepted, lines) = differential(&schema, &options, &batch);
     // The batch ends in a line end: its last "line" is empty.
     assert_eq!(accepted, lines - 1, "every record of the benchmark batch takes the fast path");
+}
+
+/// The acceptor finds a line's end itself (where the record and the
+/// whitespace after it stop) and checks UTF-8 only inside strings: each
+/// batch here is framed as the explainer's framing would, line for line.
+#[test]
+fn the_acceptor_frames_lines_as_the_framing_does() {
+    let schema = Schema::compile("node P { name: String @key  age: I32? }").unwrap();
+    let options = Options::default();
+    let a = r#"{"type":"P","data":{"name":"a","age":3}}"#;
+    let b = r#"{"type":"P","data":{"name":"b"}}"#;
+    // (batch, lines the acceptor takes, error codes of the report)
+    let cases: Vec<(Vec<u8>, u64, &[&str])> = vec![
+        (format!("{a}\n{b}\n").into(), 2, &[]),
+        (format!("{a}\r\n{b}\r\n").into(), 2, &[]),
+        (format!("{a}\r\r\n{b} \t\r\n").into(), 2, &[]),
+        (format!("{a}\n{b}").into(), 2, &[]),
+        (format!("{a}\n{b}\r").into(), 2, &[]),
+        (format!("{a}\n\n \r\n{b}\n").into(), 2, &[]),
+        (format!("{a}\r{b}\n").into(), 0, &["trailing_content"]),
+        (format!("{a}\x0b\n{b}\n").into(), 1, &["trailing_content"]),
+        (format!("{}{a}\n{b}\n", '\u{feff}').into(), 1, &["byte_order_mark"]),
+        ("{\"type\":\"P\",\"data\":{\"name\":\"\u{e9}\u{1F600}\"}}\n".into(), 1, &[]),
+        (b"{\"type\":\"P\",\"data\":{\"name\":\"\xc3\"}}\n".to_vec(), 0, &["invalid_utf8"]),
+        (b"{\"type\":\"P\",\"data\":{\"name\":\"\xed\xa0\x80\"}}\n".to_vec(), 0, &["invalid_utf8"]),
+        (b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\xc3\xa9\n".to_vec(), 0, &["trailing_content"]),
+        (b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\xff\n".to_vec(), 0, &["invalid_utf8"]),
+    ];
+    for (batch, taken, codes) in cases {
+        let shown = String::from_utf8_lossy(&batch).into_owned();
+        assert_eq!(differential(&schema, &options, &batch).0, taken, "{shown:?}");
+        let report = validate(&schema, &options, &batch);
+        let found: Vec<&str> = report.errors.iter().map(|e| e.code.as_str()).collect();
+        assert_eq!(found, codes, "{shown:?}");
+    }
+    // A line over the line bound is refused as such, though the acceptor
+    // would take its record.
+    let tight = Options::from_json(br#"{"limits":{"max_line_bytes":39}}"#).unwrap();
+    let batch = format!("{b}\n{a}\n");
+    let report = validate(&schema, &tight, batch.as_bytes());
+    let found: Vec<&str> = report.errors.iter().map(|e| e.code.as_str()).collect();
+    assert_eq!(found, ["line_too_long"]);
+    assert_eq!(report.errors[0].line, 2);
 }
