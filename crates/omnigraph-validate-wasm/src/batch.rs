@@ -155,6 +155,18 @@ impl Nesting {
     }
 }
 
+/// About how many bytes of a strict batch one call of [`strict_window`]
+/// reads (it finishes the line it is in).
+const WINDOW_BYTES: usize = 64 * 1024;
+
+/// Strict framing's state from one window to the next.
+struct Strict<'a> {
+    counts: Counts,
+    values: Vec<Val<'a>>,
+    plan: fast::Plan,
+    pos: usize,
+}
+
 fn strict_lines<'a>(
     schema: &Schema,
     options: &Options,
@@ -162,24 +174,45 @@ fn strict_lines<'a>(
     sink: &mut ErrorSink,
     accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
+    let counts = Counts { lines: 0, records: 0, blank_lines: 0 };
+    let mut state = Strict { counts, values: Vec::new(), plan: fast::Plan::new(schema), pos: 0 };
+    while state.pos < bytes.len() {
+        strict_window(schema, options, bytes, sink, accepted, &mut state);
+    }
+    state.counts
+}
+
+/// The lines of one window of a strict batch. A function of its own, called
+/// once per window, because V8 optimises a wasm function only for its
+/// later calls (it has no on-stack replacement for wasm): a loop over the
+/// whole batch in one call would run its baseline code to the end, and a
+/// browser's first validation would pay for it.
+#[inline(never)]
+fn strict_window<'a>(
+    schema: &Schema,
+    options: &Options,
+    bytes: &'a [u8],
+    sink: &mut ErrorSink,
+    accepted: &mut Accepted<'_, 'a>,
+    state: &mut Strict<'a>,
+) {
     let limits = &options.limits;
-    let mut counts = Counts { lines: 0, records: 0, blank_lines: 0 };
-    let mut values = Vec::new();
-    let plan = fast::Plan::new(schema);
+    let Strict { counts, values, plan, pos } = state;
+    let mut pos = *pos;
+    let window_end = pos.saturating_add(WINDOW_BYTES);
     let keep_values = accepted.keeps_values();
-    let mut pos = 0usize;
-    while pos < bytes.len() {
+    while pos < bytes.len() && pos < window_end {
         // The acceptor frames the lines it takes; every other line is framed
         // and explained below, as if the acceptor had not looked at it.
         let at_line = LineAt { line: counts.lines + 1, offset: pos as u64 };
-        if let Some(taken) = fast::accept(&plan, schema, limits, &bytes[pos..], at_line, keep_values, &mut values) {
+        if let Some(taken) = fast::accept(plan, schema, limits, &bytes[pos..], at_line, keep_values, values) {
             let content = &bytes[pos..pos + taken.line_end];
             let content_len = content.len() - usize::from(content.last() == Some(&b'\r'));
             if content_len as u64 <= limits.max_line_bytes {
                 counts.lines += 1;
                 counts.records += 1;
                 pos = (pos + taken.line_end + 1).min(bytes.len());
-                accepted.push(taken.table, taken.row, &mut values, sink);
+                accepted.push(taken.table, taken.row, values, sink);
                 continue;
             }
         }
@@ -228,7 +261,7 @@ fn strict_lines<'a>(
             }
         };
         let at_line = LineAt { line, offset: line_start as u64 };
-        match explain_line(schema, options, text, at_line, sink, &mut values) {
+        match explain_line(schema, options, text, at_line, sink, values) {
             (Ok(row), trailing) => {
                 if let Some(second) = trailing {
                     sink.push(at(second), ErrorCode::TrailingContent, "", || {
@@ -237,7 +270,7 @@ fn strict_lines<'a>(
                         )
                     });
                 } else if let Some((t, row)) = row {
-                    accepted.push(t, row, &mut values, sink);
+                    accepted.push(t, row, values, sink);
                 }
             }
             (Err(JsonError::Eof { .. }), _) => {
@@ -274,7 +307,7 @@ fn strict_lines<'a>(
             (Err(e), _) => report_json_error(sink, at, line, e, limits),
         }
     }
-    counts
+    state.pos = pos;
 }
 
 /// The explainer on one strict line (its errors go to `sink`): the record

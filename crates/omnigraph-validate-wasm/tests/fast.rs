@@ -200,3 +200,36 @@ fn the_acceptor_frames_lines_as_the_framing_does() {
     assert_eq!(found, ["line_too_long"]);
     assert_eq!(report.errors[0].line, 2);
 }
+
+/// Strict batches are read in windows of about 64 KiB (`batch::strict_window`):
+/// a record spread over lines across a window's end, and lines after it,
+/// keep their line numbers and counts.
+#[test]
+fn windows_keep_lines_and_counts() {
+    let schema = Schema::compile("node P { name: String @key  age: I32? }").unwrap();
+    let options = Options::default();
+    let mut batch = String::new();
+    let mut lines = 0u64;
+    let mut spread_at = None;
+    while batch.len() < 200 * 1024 {
+        lines += 1;
+        if spread_at.is_none() && batch.len() > 64 * 1024 - 40 {
+            // Three lines, the first of which starts just before 64 KiB.
+            spread_at = Some(lines);
+            batch.push_str(&format!("{{\"type\":\"P\",\n\"data\":{{\"name\":\"p{lines}\"}}\n}}\n"));
+            lines += 2;
+        } else if lines % 1000 == 0 {
+            batch.push_str(&format!("{{\"type\":\"P\",\"data\":{{\"name\":\"p{lines}\",\"age\":\"x\"}}}}\n"));
+        } else {
+            batch.push_str(&format!("{{\"type\":\"P\",\"data\":{{\"name\":\"p{lines}\"}}}}\n"));
+        }
+    }
+    let report = validate(&schema, &options, batch.as_bytes());
+    assert_eq!(report.stats.lines, lines);
+    let errors: Vec<(u64, &str)> = report.errors.iter().map(|e| (e.line, e.code.as_str())).collect();
+    let mut expected: Vec<(u64, &str)> = (1..=lines).filter(|l| l % 1000 == 0).map(|l| (l, "type_mismatch")).collect();
+    expected.push((spread_at.unwrap(), "multiline_record"));
+    expected.sort();
+    assert_eq!(errors, expected);
+    assert_eq!(report.stats.records, lines - 2, "a record over three lines counts once");
+}
