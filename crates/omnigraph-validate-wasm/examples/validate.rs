@@ -1,10 +1,14 @@
 //! Validates an NDJSON file against a schema and prints the report:
-//! `cargo run --example validate -- schema.pg batch.ndjson [options.json]`.
+//! `cargo run --example validate -- schema.pg batch.ndjson [options.json] [--prepare]`.
+//! With `--prepare` it also builds the Arrow IPC of an accepted batch (for
+//! profiling `prepare`) and prints each table's size.
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let prepare = args.iter().any(|a| a == "--prepare");
+    args.retain(|a| a != "--prepare");
     if args.len() < 3 {
-        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json]");
+        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare]");
         std::process::exit(2);
     }
     let source = std::fs::read_to_string(&args[1]).expect("read schema");
@@ -20,7 +24,19 @@ fn main() {
         Some(p) => omnigraph_validate_wasm::Options::from_json(&std::fs::read(p).expect("read options")).expect("options"),
         None => omnigraph_validate_wasm::Options::default(),
     };
-    let report = omnigraph_validate_wasm::validate(&schema, &options, &batch);
+    let report = if prepare {
+        match omnigraph_validate_wasm::prepare(&schema, &options, &batch) {
+            Ok(prepared) => {
+                for table in &prepared.tables {
+                    eprintln!("{}: {} bytes of Arrow IPC", table.name, table.ipc.len());
+                }
+                prepared.report
+            }
+            Err(report) => report,
+        }
+    } else {
+        omnigraph_validate_wasm::validate(&schema, &options, &batch)
+    };
     println!("{}", report.to_json());
     std::process::exit(if report.ok { 0 } else { 1 });
 }

@@ -642,3 +642,31 @@ fn small_integer<'a>(ty: &ValueType, negative: bool, magnitude: u64) -> Option<V
         _ => Val::Int(magnitude as i64),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Two masked word comparisons say what `starts_with` says, for
+        /// names on either side of 8 and 16 bytes and text of any length.
+        #[test]
+        fn quoted_names_match_as_starts_with_does(
+            name in proptest::collection::vec(proptest::sample::select(b"ab\":".to_vec()), 1..20),
+            text in proptest::collection::vec(proptest::sample::select(b"ab\":".to_vec()), 0..24),
+        ) {
+            proptest::prop_assert_eq!(Quoted::new(name.clone()).starts(&text), text.starts_with(&name));
+        }
+    }
+
+    #[test]
+    fn envelope_words_are_the_quoted_members() {
+        for ((name, bit), (word, mask, len, word_bit)) in ENVELOPE.iter().zip(ENVELOPE_WORDS) {
+            let quoted = format!("\"{}\":", std::str::from_utf8(name).unwrap());
+            let mut padded = quoted.clone().into_bytes();
+            padded.resize(8, b'x');
+            assert_eq!((len, word_bit), (quoted.len(), *bit));
+            assert_eq!(u64::from_le_bytes(padded.try_into().unwrap()) & mask, word, "{quoted}");
+        }
+    }
+}
