@@ -59,8 +59,11 @@ pub fn arrow_schema(def: &TypeDef) -> SchemaRef {
     Arc::new(ArrowSchema::new(fields))
 }
 
-fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>>) -> ArrayRef {
-    let mut b = StringBuilder::new();
+/// A string column, its buffers sized once (a count of the lengths first,
+/// instead of growing and copying them as they fill).
+fn strings<'r, 'a: 'r>(rows: impl Iterator<Item = Option<&'r str>> + Clone) -> ArrayRef {
+    let (count, bytes) = rows.clone().fold((0, 0), |(n, bytes), s| (n + 1, bytes + s.map_or(0, str::len)));
+    let mut b = StringBuilder::with_capacity(count, bytes);
     for s in rows {
         b.append_option(s);
     }
@@ -105,7 +108,8 @@ fn column(ty: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
             Arc::new(b.finish())
         }
         ValueType::Blob => {
-            let mut b = LargeBinaryBuilder::new();
+            let bytes = rows.with_values().map(|(_, values)| if let Val::Blob(v) = &values[i] { v.len() } else { 0 }).sum();
+            let mut b = LargeBinaryBuilder::with_capacity(rows.len(), bytes);
             for (_, values) in rows.with_values() {
                 match &values[i] {
                     Val::Blob(v) => b.append_value(v),
@@ -174,6 +178,9 @@ fn list_column(item: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
     }
 }
 
+/// Room for an IPC stream's schema and batch messages beyond the buffers.
+const IPC_MESSAGE_RESERVE: usize = 4096;
+
 /// The rows of one table as an Arrow record batch.
 pub fn record_batch(def: &TypeDef, rows: &Rows<'_>) -> Result<RecordBatch, ArrowError> {
     let schema = arrow_schema(def);
@@ -190,7 +197,10 @@ pub fn record_batch(def: &TypeDef, rows: &Rows<'_>) -> Result<RecordBatch, Arrow
 
 /// Arrow IPC stream bytes of one record batch.
 pub fn ipc_stream(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
-    let mut writer = StreamWriter::try_new(Vec::new(), &batch.schema())?;
+    // The stream is about the batch's buffers plus its messages: reserving
+    // that once saves growing (and copying) the output as it is written.
+    let reserve = batch.get_array_memory_size() + IPC_MESSAGE_RESERVE;
+    let mut writer = StreamWriter::try_new(Vec::with_capacity(reserve), &batch.schema())?;
     writer.write(batch)?;
     writer.finish()?;
     writer.into_inner()

@@ -119,12 +119,12 @@ impl<'a> Rows<'a> {
     }
 
     /// Each row with its values (rows pushed with their values only).
-    pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> {
+    pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> + Clone {
         self.with_each(self.width, |chunk| &chunk.values)
     }
 
     /// Each row with its `@unique` tuples.
-    pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<Cow<'a, str>>])> {
+    pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<Cow<'a, str>>])> + Clone {
         self.with_each(self.tuple_width, |chunk| &chunk.tuples)
     }
 
@@ -133,7 +133,7 @@ impl<'a> Rows<'a> {
         &'r self,
         width: usize,
         buffer: fn(&'r Chunk<'a>) -> &'r [T],
-    ) -> impl Iterator<Item = (&'r Row<'a>, &'r [T])> {
+    ) -> impl Iterator<Item = (&'r Row<'a>, &'r [T])> + Clone {
         self.chunks.iter().flat_map(move |chunk| {
             let items = buffer(chunk);
             chunk.rows.iter().enumerate().map(move |(j, row)| (row, &items[j * width..(j + 1) * width]))
