@@ -17,15 +17,25 @@ pub const LOOKUP_GROUP: usize = 32;
 
 fn hash(key: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = key.len() as u64;
-    let mut chunks = key.chunks_exact(8);
-    for c in &mut chunks {
-        let word = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        h = (h.rotate_left(5) ^ word).wrapping_mul(K);
+    let word = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u64::from(u32::from_le_bytes(key[at..at + 4].try_into().expect("4 bytes")));
+    let n = key.len();
+    let mut h = n as u64;
+    let mut at = 0;
+    while at + 8 <= n {
+        h = (h.rotate_left(5) ^ word(at)).wrapping_mul(K);
+        at += 8;
     }
-    let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    // The last bytes without a copy: the 8 that end the key (overlapping
+    // the words above; the length is mixed in already), or two halves, or
+    // the few bytes of a key under 4 long.
+    let tail = match n {
+        8.. if at < n => word(n - 8),
+        8.. => 0,
+        4..8 => half(0) | half(n - 4) << 32,
+        _ => key.iter().fold(0, |w, &b| w << 8 | u64::from(b)),
+    };
+    h = (h.rotate_left(5) ^ tail).wrapping_mul(K);
     // Murmur3's finalizer: every input bit reaches the low bits that pick slots.
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -215,6 +225,30 @@ mod tests {
         assert_eq!(m.get("id-999"), Some(&999));
         assert_eq!(m.get("id-1000"), None);
         assert!(m.ordered.is_none(), "ordinary ids never need the fallback");
+    }
+
+    /// Keys of every length around the hash's word and half-word reads,
+    /// each next to keys that differ from it in one byte only.
+    #[test]
+    fn keys_of_every_length_are_told_apart() {
+        let base = "abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+        let mut keys: Vec<String> = (0..=base.len()).map(|n| base[..n].to_string()).collect();
+        for n in 1..=20 {
+            for at in 0..n {
+                let mut k = base[..n].as_bytes().to_vec();
+                k[at] = b'_';
+                keys.push(String::from_utf8(k).unwrap());
+            }
+        }
+        let mut m = StrMap::with_capacity(0);
+        for (i, k) in keys.iter().enumerate() {
+            assert!(m.insert_new(k, i).is_none(), "{k:?} is new");
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(m.get(k), Some(&i), "{k:?}");
+        }
+        assert_eq!(m.get("abcdefgh__"), None);
+        assert!(m.ordered.is_none(), "no probe sequence degrades");
     }
 
     #[test]
