@@ -553,10 +553,7 @@ impl<'a> Scan<'a> {
                 (lit, Some((negative, magnitude, 0))) if lit.integer => small_integer(ty, negative, magnitude)?,
                 (lit, _) => integer(lit, ty, 0).ok()?,
             },
-            ValueType::F32 => match self.number()? {
-                (_, Some(parts)) if let Some(v) = clinger_f32(parts) => Val::F32(v),
-                (lit, _) => float(lit, true, 0).ok()?,
-            },
+            ValueType::F32 => Val::F32(self.f32()?),
             ValueType::F64 => match self.number()? {
                 (_, Some(parts)) if let Some(v) = clinger_f64(parts) => Val::F64(v),
                 (lit, _) => float(lit, false, 0).ok()?,
@@ -580,8 +577,8 @@ impl<'a> Scan<'a> {
                 let keep = self.keep_values;
                 let mut out = Vec::with_capacity(if keep { *n as usize } else { 0 });
                 let mut count = 0;
-                self.items(&ValueType::F32, |v| {
-                    let Val::F32(v) = v else { return None };
+                // Items read straight as F32, not through `present`.
+                self.items(Self::f32, |v| {
                     count += 1;
                     if keep {
                         out.push(v);
@@ -595,7 +592,7 @@ impl<'a> Scan<'a> {
             ValueType::List(item) => {
                 let keep = self.keep_values;
                 let (mut out, mut bytes) = (Vec::new(), 0);
-                self.items(item, |v| {
+                self.items(|sc| sc.present(item), |v| {
                     bytes += value_bytes(item, &v);
                     if keep {
                         out.push(v);
@@ -607,12 +604,24 @@ impl<'a> Scan<'a> {
         })
     }
 
-    /// A JSON array of present `item`s, each given to `each` in order.
-    fn items(&mut self, item: &ValueType, mut each: impl FnMut(Val<'a>) -> Option<()>) -> Option<()> {
+    /// An F32 value, as `value::float` decodes it.
+    #[inline]
+    fn f32(&mut self) -> Option<f32> {
+        match self.number()? {
+            (_, Some(parts)) if let Some(v) = clinger_f32(parts) => Some(v),
+            (lit, _) => match float(lit, true, 0).ok()? {
+                Val::F32(v) => Some(v),
+                _ => None,
+            },
+        }
+    }
+
+    /// A JSON array of items that `read` reads, each given to `each` in order.
+    fn items<T>(&mut self, mut read: impl FnMut(&mut Self) -> Option<T>, mut each: impl FnMut(T) -> Option<()>) -> Option<()> {
         self.open(b'[')?;
         if !self.empty(b']') {
             loop {
-                each(self.present(item)?)?;
+                each(read(self)?)?;
                 if !self.after(b']')? {
                     break;
                 }
