@@ -159,11 +159,15 @@ impl Nesting {
 /// reads (it finishes the line it is in).
 const WINDOW_BYTES: usize = 64 * 1024;
 
-/// Strict framing's state from one window to the next.
-struct Strict<'a> {
+/// A strict batch being read: what every window reads, and what one window
+/// leaves to the next.
+struct Strict<'s, 'a> {
+    schema: &'s Schema,
+    options: &'s Options,
+    bytes: &'a [u8],
+    plan: fast::Plan,
     counts: Counts,
     values: Vec<Val<'a>>,
-    plan: fast::Plan,
     pos: usize,
 }
 
@@ -175,139 +179,136 @@ fn strict_lines<'a>(
     accepted: &mut Accepted<'_, 'a>,
 ) -> Counts {
     let counts = Counts { lines: 0, records: 0, blank_lines: 0 };
-    let mut state = Strict { counts, values: Vec::new(), plan: fast::Plan::new(schema), pos: 0 };
-    while state.pos < bytes.len() {
-        strict_window(schema, options, bytes, sink, accepted, &mut state);
+    let plan = fast::Plan::new(schema);
+    let mut strict = Strict { schema, options, bytes, plan, counts, values: Vec::new(), pos: 0 };
+    while strict.pos < bytes.len() {
+        strict.window(sink, accepted);
     }
-    state.counts
+    strict.counts
 }
 
-/// The lines of one window of a strict batch. A function of its own, called
-/// once per window, because V8 optimises a wasm function only for its
-/// later calls (it has no on-stack replacement for wasm): a loop over the
-/// whole batch in one call would run its baseline code to the end, and a
-/// browser's first validation would pay for it.
-#[inline(never)]
-fn strict_window<'a>(
-    schema: &Schema,
-    options: &Options,
-    bytes: &'a [u8],
-    sink: &mut ErrorSink,
-    accepted: &mut Accepted<'_, 'a>,
-    state: &mut Strict<'a>,
-) {
-    let limits = &options.limits;
-    let Strict { counts, values, plan, pos } = state;
-    let mut pos = *pos;
-    let window_end = pos.saturating_add(WINDOW_BYTES);
-    let keep_values = accepted.keeps_values();
-    while pos < bytes.len() && pos < window_end {
-        // The acceptor frames the lines it takes; every other line is framed
-        // and explained below, as if the acceptor had not looked at it.
-        let at_line = LineAt { line: counts.lines + 1, offset: pos as u64 };
-        if let Some(taken) = fast::accept(plan, schema, limits, &bytes[pos..], at_line, keep_values, values) {
-            let content = &bytes[pos..pos + taken.line_end];
-            let content_len = content.len() - usize::from(content.last() == Some(&b'\r'));
-            if content_len as u64 <= limits.max_line_bytes {
-                counts.lines += 1;
-                counts.records += 1;
-                pos = (pos + taken.line_end + 1).min(bytes.len());
-                accepted.push(taken.table, taken.row, values, sink);
-                continue;
+impl<'a> Strict<'_, 'a> {
+    /// The lines of one window of a strict batch. A function of its own, called
+    /// once per window, because V8 optimises a wasm function only for its
+    /// later calls (it has no on-stack replacement for wasm): a loop over the
+    /// whole batch in one call would run its baseline code to the end, and a
+    /// browser's first validation would pay for it.
+    #[inline(never)]
+    fn window(&mut self, sink: &mut ErrorSink, accepted: &mut Accepted<'_, 'a>) {
+        let Strict { schema, options, bytes, plan, counts, values, pos } = self;
+        let (schema, options, bytes) = (*schema, *options, *bytes);
+        let limits = &options.limits;
+        let mut pos = *pos;
+        let window_end = pos.saturating_add(WINDOW_BYTES);
+        let keep_values = accepted.keeps_values();
+        while pos < bytes.len() && pos < window_end {
+            // The acceptor frames the lines it takes; every other line is framed
+            // and explained below, as if the acceptor had not looked at it.
+            let at_line = LineAt { line: counts.lines + 1, offset: pos as u64 };
+            if let Some(taken) = fast::accept(plan, schema, limits, &bytes[pos..], at_line, keep_values, values) {
+                let content = &bytes[pos..pos + taken.line_end];
+                let content_len = content.len() - usize::from(content.last() == Some(&b'\r'));
+                if content_len as u64 <= limits.max_line_bytes {
+                    counts.lines += 1;
+                    counts.records += 1;
+                    pos = (pos + taken.line_end + 1).min(bytes.len());
+                    accepted.push(taken.table, taken.row, values, sink);
+                    continue;
+                }
             }
-        }
-        let (end, next) = match memchr(b'\n', &bytes[pos..]) {
-            Some(i) => (pos + i, pos + i + 1),
-            None => (bytes.len(), bytes.len()),
-        };
-        counts.lines += 1;
-        let line = counts.lines;
-        let mut content = &bytes[pos..end];
-        if content.last() == Some(&b'\r') {
-            content = &content[..content.len() - 1];
-        }
-        let line_start = pos;
-        let at = move |column: usize| Position { line, offset: line_start as u64, column: column as u64 };
-        pos = next;
-        if line == 1 && content.starts_with(BOM) {
-            counts.records += 1;
-            sink.push(at(0), ErrorCode::ByteOrderMark, "", || {
-                "line 1: the batch starts with a UTF-8 byte order mark; remove it (strict batches are plain UTF-8)".into()
-            });
-            continue;
-        }
-        if content.len() as u64 > limits.max_line_bytes {
-            counts.records += 1;
-            sink.push_limit(
-                at(0),
-                ErrorCode::LineTooLong,
-                LimitDetail { resource: "line_bytes".into(), limit: limits.max_line_bytes, actual: content.len() as u64 },
-                format!("line {line}: the line is {} bytes; the limit is {}", content.len(), limits.max_line_bytes),
-            );
-            continue;
-        }
-        if is_blank(content) {
-            counts.blank_lines += 1;
-            continue;
-        }
-        counts.records += 1;
-        let text = match std::str::from_utf8(content) {
-            Ok(text) => text,
-            Err(e) => {
-                sink.push(at(e.valid_up_to()), ErrorCode::InvalidUtf8, "", || {
-                    format!("line {line}: invalid UTF-8 at byte {} of the line", e.valid_up_to())
+            let (end, next) = match memchr(b'\n', &bytes[pos..]) {
+                Some(i) => (pos + i, pos + i + 1),
+                None => (bytes.len(), bytes.len()),
+            };
+            counts.lines += 1;
+            let line = counts.lines;
+            let mut content = &bytes[pos..end];
+            if content.last() == Some(&b'\r') {
+                content = &content[..content.len() - 1];
+            }
+            let line_start = pos;
+            let at = move |column: usize| Position { line, offset: line_start as u64, column: column as u64 };
+            pos = next;
+            if line == 1 && content.starts_with(BOM) {
+                counts.records += 1;
+                sink.push(at(0), ErrorCode::ByteOrderMark, "", || {
+                    "line 1: the batch starts with a UTF-8 byte order mark; remove it (strict batches are plain UTF-8)".into()
                 });
                 continue;
             }
-        };
-        let at_line = LineAt { line, offset: line_start as u64 };
-        match explain_line(schema, options, text, at_line, sink, values) {
-            (Ok(row), trailing) => {
-                if let Some(second) = trailing {
-                    sink.push(at(second), ErrorCode::TrailingContent, "", || {
-                        format!(
-                            "line {line}: more content after the record at byte {second}; strict batches hold one JSON record per line"
-                        )
-                    });
-                } else if let Some((t, row)) = row {
-                    accepted.push(t, row, values, sink);
-                }
+            if content.len() as u64 > limits.max_line_bytes {
+                counts.records += 1;
+                sink.push_limit(
+                    at(0),
+                    ErrorCode::LineTooLong,
+                    LimitDetail { resource: "line_bytes".into(), limit: limits.max_line_bytes, actual: content.len() as u64 },
+                    format!("line {line}: the line is {} bytes; the limit is {}", content.len(), limits.max_line_bytes),
+                );
+                continue;
             }
-            (Err(JsonError::Eof { .. }), _) => {
-                // Find where the record would end if it continues on later lines.
-                let mut nesting = Nesting::default();
-                nesting.feed(content);
-                let mut scan = pos;
-                let mut last_line = line;
-                let mut closed_at = None;
-                while scan < bytes.len() && closed_at.is_none() {
-                    let stop = memchr(b'\n', &bytes[scan..]).map_or(bytes.len(), |i| scan + i + 1);
-                    nesting.feed(&bytes[scan..stop]);
-                    last_line += 1;
-                    scan = stop;
-                    if nesting.closed() {
-                        closed_at = Some((last_line, scan));
-                    }
+            if is_blank(content) {
+                counts.blank_lines += 1;
+                continue;
+            }
+            counts.records += 1;
+            let text = match std::str::from_utf8(content) {
+                Ok(text) => text,
+                Err(e) => {
+                    sink.push(at(e.valid_up_to()), ErrorCode::InvalidUtf8, "", || {
+                        format!("line {line}: invalid UTF-8 at byte {} of the line", e.valid_up_to())
+                    });
+                    continue;
                 }
-                match closed_at {
-                    Some((end_line, resume)) => {
-                        sink.push(at(0), ErrorCode::MultilineRecord, "", || {
+            };
+            let at_line = LineAt { line, offset: line_start as u64 };
+            match explain_line(schema, options, text, at_line, sink, values) {
+                (Ok(row), trailing) => {
+                    if let Some(second) = trailing {
+                        sink.push(at(second), ErrorCode::TrailingContent, "", || {
                             format!(
-                                "line {line}: the record continues to line {end_line}; strict batches need one record per line (write each record on a single line)"
+                                "line {line}: more content after the record at byte {second}; strict batches hold one JSON record per line"
                             )
                         });
-                        counts.lines = end_line;
-                        pos = resume;
+                    } else if let Some((t, row)) = row {
+                        accepted.push(t, row, values, sink);
                     }
-                    None => sink.push(at(text.len()), ErrorCode::MultilineRecord, "", || {
-                        format!("line {line}: the record is not complete at the end of the line; strict batches need one whole record per line")
-                    }),
                 }
+                (Err(JsonError::Eof { .. }), _) => {
+                    // Find where the record would end if it continues on later lines.
+                    let mut nesting = Nesting::default();
+                    nesting.feed(content);
+                    let mut scan = pos;
+                    let mut last_line = line;
+                    let mut closed_at = None;
+                    while scan < bytes.len() && closed_at.is_none() {
+                        let stop = memchr(b'\n', &bytes[scan..]).map_or(bytes.len(), |i| scan + i + 1);
+                        nesting.feed(&bytes[scan..stop]);
+                        last_line += 1;
+                        scan = stop;
+                        if nesting.closed() {
+                            closed_at = Some((last_line, scan));
+                        }
+                    }
+                    match closed_at {
+                        Some((end_line, resume)) => {
+                            sink.push(at(0), ErrorCode::MultilineRecord, "", || {
+                                format!(
+                                    "line {line}: the record continues to line {end_line}; strict batches need one record per line (write each record on a single line)"
+                                )
+                            });
+                            counts.lines = end_line;
+                            pos = resume;
+                        }
+                        None => sink.push(at(text.len()), ErrorCode::MultilineRecord, "", || {
+                            format!("line {line}: the record is not complete at the end of the line; strict batches need one whole record per line")
+                        }),
+                    }
+                }
+                (Err(e), _) => report_json_error(sink, at, line, e, limits),
             }
-            (Err(e), _) => report_json_error(sink, at, line, e, limits),
         }
+        self.pos = pos;
     }
-    state.pos = pos;
 }
 
 /// The explainer on one strict line (its errors go to `sink`): the record

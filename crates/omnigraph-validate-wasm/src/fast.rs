@@ -519,7 +519,7 @@ impl<'a> Scan<'a> {
                     return None;
                 }
                 self.data_bytes += data_bytes(&prop.ty, &v);
-                Val::overwrite(&mut values[i], v);
+                values[i] = v;
                 if !self.after_member()? {
                     break;
                 }
@@ -528,7 +528,7 @@ impl<'a> Scan<'a> {
         (plan.required & !present == 0).then_some(())?;
         let mut absent = !present & plan.all;
         while absent != 0 {
-            Val::overwrite(&mut values[absent.trailing_zeros() as usize], Val::Null);
+            values[absent.trailing_zeros() as usize] = Val::Null;
             absent &= absent - 1;
         }
         Some(())

@@ -32,20 +32,6 @@ pub enum Val<'a> {
     Sized(u64),
 }
 
-impl Val<'_> {
-    /// Replaces `slot` with `v`, dropping the old value only when it owns
-    /// memory: most values the acceptor overwrites own none, and a drop call
-    /// per value is measurable on the hot path.
-    #[inline]
-    pub(crate) fn overwrite<'a>(slot: &mut Val<'a>, v: Val<'a>) {
-        let old = std::mem::replace(slot, v);
-        match old {
-            Val::Str(Cow::Owned(_)) | Val::Blob(_) | Val::Vector(_) | Val::List(_) => drop(old),
-            _ => std::mem::forget(old),
-        }
-    }
-}
-
 /// Why a value was refused. `pos` is where in the input; `path` a suffix
 /// below the property (list items: `/3`).
 #[derive(Debug, Clone, PartialEq, Eq)]
