@@ -155,7 +155,7 @@ impl Nesting {
     }
 }
 
-/// About how many bytes of a strict batch one call of [`strict_window`]
+/// About how many bytes of a strict batch one call of [`Strict::window`]
 /// reads (it finishes the line it is in).
 const WINDOW_BYTES: usize = 64 * 1024;
 
