@@ -31,8 +31,10 @@ fi
 # always python/ as it is now (a few seconds; wasmtime and pytest are only
 # fetched when missing or of another version).
 "$PYVENV/bin/python" -m pip install -q --disable-pip-version-check ./python "pytest==$PYTEST_VERSION"
-"$PYVENV/bin/python" -c 'import omnigraph_validate as og; print("test-python: omnigraph_validate runs", og.artifact_path(), og.artifact_sha256())'
+# Setup installs before scripts/build-wasm.sh may rebuild the artifact (a
+# new ABI): only a test run loads it.
 $install_only && exit 0
+"$PYVENV/bin/python" -c 'import omnigraph_validate as og; print("test-python: omnigraph_validate runs", og.artifact_path(), og.artifact_sha256())'
 
 # From python/, so the tests import the installed package, not python/src.
 cd python

@@ -51,5 +51,5 @@ test('bad options throw', () => {
 });
 
 test('rules names the validator and ABI versions', () => {
-  assert.deepEqual(pkg.rules(), { validator_version: '0.1.0', abi_version: 3 });
+  assert.deepEqual(pkg.rules(), { validator_version: '0.1.0', abi_version: 4 });
 });

@@ -11,8 +11,9 @@
 //!
 //! * `validate`: `Report` → the report JSON (SPEC §3).
 //! * `prepare`: `Accepted` → `u32 report_len` (little-endian), the report
-//!   JSON, then the canonical rows (see `rows.rs`; hosts turn them into Arrow
-//!   with `tables_from_rows`); `Rejected` → the report JSON.
+//!   JSON, then the canonical rows (Arrow column buffers, see `rows.rs`;
+//!   hosts wrap them into Arrow with `batches_from_rows`); `Rejected` → the
+//!   report JSON.
 //! * `compile`: `Compiled` → the compiled form.
 //! * any: `SchemaError` → `{"errors":[{line,column,message}…]}`;
 //!   `OptionsError` → the message; `CompiledFormError` → why a compiled form
@@ -21,8 +22,9 @@
 use crate::{Options, Schema, prepare_rows, validate};
 
 /// Version of this ABI; bumped on any change to the functions or buffers
-/// (2: every canonical row carries its batch line; 3: compiled schemas).
-pub const ABI_VERSION: u32 = 3;
+/// (2: every canonical row carries its batch line; 3: compiled schemas;
+/// 4: canonical rows are Arrow column buffers, not tagged values).
+pub const ABI_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

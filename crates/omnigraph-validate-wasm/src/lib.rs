@@ -87,7 +87,7 @@ pub fn prepare_rows(schema: &Schema, options: &Options, batch: &[u8]) -> Result<
     if !outcome.report.ok {
         return Err(outcome.report);
     }
-    let rows = rows::encode(&outcome.tables);
+    let rows = rows::encode(schema, &outcome.tables);
     Ok((outcome.report, rows))
 }
 
@@ -145,7 +145,10 @@ pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTabl
 /// [`tables_from_rows`] without the IPC encoding: the record batches.
 #[cfg(feature = "arrow")]
 pub fn batches_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
-    Ok(rows::decode(schema, rows)?.iter().map(|(t, rows)| arrow_batch(&schema.types[*t], rows)).collect())
+    Ok(rows::decode(schema, rows)?
+        .into_iter()
+        .map(|(t, lines, batch)| PreparedBatch { kind: schema.types[t].kind, name: schema.types[t].name.clone(), lines, batch })
+        .collect())
 }
 
 #[cfg(feature = "arrow")]

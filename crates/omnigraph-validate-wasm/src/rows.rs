@@ -1,22 +1,22 @@
-//! Canonical rows: what an accepted batch becomes before it is Arrow. The
-//! wasm artifact returns them from `og_prepare` in the binary form below;
-//! hosts decode them and build Arrow natively (the artifact stays small).
-//! The bounds `table_bytes_limit` and `keyed_parse_bytes` count their sizes,
-//! estimated here.
-//!
-//! Encoding (little-endian): `u32 tables`, then per table `u32 type index,
-//! u32 rows`, then per row `u64 line` (the batch line the row comes from),
-//! `id` (u8 present + str), `src` and `dst` (str), `u32 values`, each value
-//! a tag byte and its payload. A str is `u32 len` and UTF-8 bytes.
+//! Canonical rows: what an accepted batch becomes for the host. The wasm
+//! artifact returns them from `og_prepare` as Arrow's column buffers
+//! ([`encode`]); hosts wrap those into arrays ([`decode`]) with no Arrow
+//! code in the artifact (it stays small). The bounds `table_bytes_limit`
+//! and `keyed_parse_bytes` count their sizes, estimated here.
+
+#[cfg(feature = "arrow")]
+use arrow_array::{RecordBatch, make_array};
+#[cfg(feature = "arrow")]
+use arrow_schema::DataType;
 
 #[cfg(feature = "arrow")]
 use crate::abi::MalformedBuffer;
+#[cfg(feature = "arrow")]
+use crate::arrow_out::arrow_schema;
 use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
 use crate::record::{Row, Rows};
 use crate::report::TableKind;
-use crate::schema::{TypeDef, ValueType};
-#[cfg(feature = "arrow")]
-use crate::schema::Schema;
+use crate::schema::{Schema, TypeDef, ValueType};
 use crate::value::Val;
 
 /// Column names of the envelope (SPEC §4.1).
@@ -85,193 +85,309 @@ pub fn keyed_parse_bytes(row: &Row<'_>) -> u64 {
     row.arrow_bytes + row.id.as_ref().map_or(0, |id| id.len() as u64) + KEYED_ENTRY_OVERHEAD_BYTES
 }
 
-mod tag {
-    pub const NULL: u8 = 0;
-    pub const BOOL: u8 = 1;
-    pub const INT: u8 = 2;
-    pub const UINT: u8 = 3;
-    pub const F32: u8 = 4;
-    pub const F64: u8 = 5;
-    pub const STR: u8 = 6;
-    pub const DATE: u8 = 7;
-    pub const TIMESTAMP: u8 = 8;
-    pub const BLOB: u8 = 9;
-    pub const VECTOR: u8 = 10;
-    pub const LIST: u8 = 11;
-}
 
-fn put_len(out: &mut Vec<u8>, n: usize) {
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-}
+/// Appends the parts of the encoding, each 8-byte aligned relative to the
+/// start of the output.
+struct Out(Vec<u8>);
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    put_len(out, b.len());
-    out.extend_from_slice(b);
-}
-
-/// A fixed-width value: its tag, then its little-endian bytes.
-fn put_tagged(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
-    out.push(tag);
-    out.extend_from_slice(bytes);
-}
-
-fn put_value(out: &mut Vec<u8>, v: &Val<'_>) {
-    match v {
-        Val::Null => out.push(tag::NULL),
-        Val::Bool(b) => out.extend_from_slice(&[tag::BOOL, *b as u8]),
-        Val::Int(i) => put_tagged(out, tag::INT, &i.to_le_bytes()),
-        Val::UInt(u) => put_tagged(out, tag::UINT, &u.to_le_bytes()),
-        Val::F32(f) => put_tagged(out, tag::F32, &f.to_le_bytes()),
-        Val::F64(f) => put_tagged(out, tag::F64, &f.to_le_bytes()),
-        Val::Str(s) => {
-            out.push(tag::STR);
-            put_bytes(out, s.as_bytes());
-        }
-        Val::Date(d) => put_tagged(out, tag::DATE, &d.to_le_bytes()),
-        Val::Timestamp(t) => put_tagged(out, tag::TIMESTAMP, &t.to_le_bytes()),
-        Val::Blob(b) => {
-            out.push(tag::BLOB);
-            put_bytes(out, b);
-        }
-        Val::Vector(items) => {
-            out.push(tag::VECTOR);
-            put_len(out, items.len());
-            for f in items {
-                out.extend_from_slice(&f.to_le_bytes());
-            }
-        }
-        Val::List(items) => {
-            out.push(tag::LIST);
-            put_len(out, items.len());
-            for item in items {
-                put_value(out, item);
-            }
-        }
-        Val::Sized(_) => unreachable!("rows keep their values whole when they are encoded"),
+impl Out {
+    fn pair(&mut self, a: usize, b: usize) {
+        self.0.extend_from_slice(&(a as u32).to_le_bytes());
+        self.0.extend_from_slice(&(b as u32).to_le_bytes());
     }
-}
 
-/// Encodes the rows of every touched table (rows kept with their values).
-pub fn encode(tables: &[Rows<'_>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    put_len(&mut out, tables.iter().filter(|rows| !rows.is_empty()).count());
-    for (t, rows) in tables.iter().enumerate().filter(|(_, rows)| !rows.is_empty()) {
-        put_len(&mut out, t);
-        put_len(&mut out, rows.len());
-        for (row, values) in rows.with_values() {
-            out.extend_from_slice(&row.line.to_le_bytes());
-            match &row.id {
-                Some(id) => {
-                    out.push(1);
-                    put_bytes(&mut out, id.as_bytes());
+    /// A buffer: its length as a `u64`, what `write` appends, zero padding.
+    fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.0.len();
+        self.0.extend_from_slice(&[0; 8]);
+        write(&mut self.0);
+        let len = (self.0.len() - at - 8) as u64;
+        self.0[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        self.0.resize(self.0.len().next_multiple_of(8), 0);
+    }
+
+    /// A validity bitmap, or an empty buffer when every flag is set (the
+    /// column has no nulls, as Arrow's builders leave it).
+    fn validity(&mut self, valid: impl Iterator<Item = bool>) {
+        self.buffer(|out| {
+            let start = out.len();
+            if bits(out, valid) {
+                out.truncate(start);
+            }
+        });
+    }
+
+    /// The validity buffer of a column that has no nulls.
+    fn no_nulls(&mut self) {
+        self.buffer(|_| {});
+    }
+
+    /// Offsets (`i32`, or `i64` when `wide`) and data of variable-width values.
+    fn variable<'v>(&mut self, wide: bool, values: impl Iterator<Item = &'v [u8]> + Clone) {
+        let mut end = 0u64;
+        self.buffer(|out| {
+            let offset = |out: &mut Vec<u8>, n: u64| match wide {
+                true => out.extend_from_slice(&(n as i64).to_le_bytes()),
+                false => {
+                    let n = i32::try_from(n).expect("an Arrow string or list column holds under 2 GiB");
+                    out.extend_from_slice(&n.to_le_bytes())
                 }
-                None => out.push(0),
+            };
+            offset(out, 0);
+            for v in values.clone() {
+                end += v.len() as u64;
+                offset(out, end);
             }
-            put_bytes(&mut out, row.src.as_bytes());
-            put_bytes(&mut out, row.dst.as_bytes());
-            put_len(&mut out, values.len());
-            for v in values {
-                put_value(&mut out, v);
-            }
-        }
+        });
+        self.buffer(|out| {
+            out.reserve(end as usize);
+            values.for_each(|v| out.extend_from_slice(v));
+        });
     }
-    out
 }
 
+/// Packs `flags` into an Arrow bitmap (least significant bit first) and
+/// says whether every flag was set.
+fn bits(out: &mut Vec<u8>, flags: impl Iterator<Item = bool>) -> bool {
+    let (mut all, mut byte, mut bit) = (true, 0u8, 0);
+    for flag in flags {
+        all &= flag;
+        byte |= u8::from(flag) << bit;
+        bit += 1;
+        if bit == 8 {
+            out.push(byte);
+            (byte, bit) = (0, 0);
+        }
+    }
+    if bit > 0 {
+        out.push(byte);
+    }
+    all
+}
+
+/// A fixed-width scalar's little-endian bytes; zeros for a null, as
+/// Arrow's builders write.
+fn put_scalar(out: &mut Vec<u8>, ty: &ValueType, v: &Val<'_>) {
+    match (ty, v) {
+        (ValueType::I32, Val::Int(i)) => out.extend_from_slice(&(*i as i32).to_le_bytes()),
+        (ValueType::U32, Val::Int(i)) => out.extend_from_slice(&(*i as u32).to_le_bytes()),
+        (ValueType::I64, Val::Int(i)) => out.extend_from_slice(&i.to_le_bytes()),
+        (ValueType::U64, Val::UInt(u)) => out.extend_from_slice(&u.to_le_bytes()),
+        (ValueType::F32, Val::F32(f)) => out.extend_from_slice(&f.to_le_bytes()),
+        (ValueType::F64, Val::F64(f)) => out.extend_from_slice(&f.to_le_bytes()),
+        (ValueType::Date, Val::Date(d)) => out.extend_from_slice(&d.to_le_bytes()),
+        (ValueType::DateTime, Val::Timestamp(t)) => out.extend_from_slice(&t.to_le_bytes()),
+        _ => out.resize(out.len() + fixed_width(ty) as usize, 0),
+    }
+}
+
+/// The buffers of a column of scalar type `ty` after its validity.
+fn scalar_column(out: &mut Out, ty: &ValueType, cells: &[&Val<'_>]) {
+    match ty {
+        ValueType::String | ValueType::Enum(_) => out.variable(
+            false,
+            cells.iter().map(|v| match v {
+                Val::Str(s) => s.as_bytes(),
+                _ => &[],
+            }),
+        ),
+        ValueType::Blob => out.variable(
+            true,
+            cells.iter().map(|v| match v {
+                Val::Blob(b) => b.as_slice(),
+                _ => &[],
+            }),
+        ),
+        ValueType::Bool => out.buffer(|out| {
+            bits(out, cells.iter().map(|v| matches!(v, Val::Bool(true))));
+        }),
+        ValueType::Vector(_) | ValueType::List(_) => unreachable!("{} is not a scalar column", ty.canonical()),
+        _ => out.buffer(|out| cells.iter().for_each(|v| put_scalar(out, ty, v))),
+    }
+}
+
+/// One property's column (`cells`, one per row): its validity, then its
+/// buffers. A vector's items are a child column (null where the row is); a
+/// list's are its offsets, then a child column of the items (never null),
+/// gathered in `items`.
+fn column<'v, 'a>(out: &mut Out, ty: &ValueType, cells: &[&'v Val<'a>], items: &mut Vec<&'v Val<'a>>) {
+    out.validity(cells.iter().map(|v| !matches!(v, Val::Null)));
+    match ty {
+        ValueType::Vector(n) => {
+            let n = *n as usize;
+            out.validity(cells.iter().flat_map(|v| std::iter::repeat_n(!matches!(v, Val::Null), n)));
+            out.buffer(|out| {
+                for v in cells {
+                    match v {
+                        Val::Vector(items) => items.iter().for_each(|f| out.extend_from_slice(&f.to_le_bytes())),
+                        _ => out.resize(out.len() + 4 * n, 0),
+                    }
+                }
+            });
+        }
+        ValueType::List(item) => {
+            items.clear();
+            out.buffer(|out| {
+                out.extend_from_slice(&0i32.to_le_bytes());
+                for v in cells {
+                    if let Val::List(list) = v {
+                        items.extend(list);
+                    }
+                    let end = i32::try_from(items.len()).expect("a list column holds under 2^31 items");
+                    out.extend_from_slice(&end.to_le_bytes());
+                }
+            });
+            out.no_nulls();
+            scalar_column(out, item, items);
+        }
+        _ => scalar_column(out, ty, cells),
+    }
+}
+
+/// Encodes the rows of every touched table (rows kept with their values)
+/// as Arrow columns: what the host wraps into arrays without reading a
+/// value (ABI v4; v3 tagged every value and the host decoded them one by
+/// one into rows, then built Arrow from those).
+///
+/// Layout (little-endian; every part 8-byte aligned from the start):
+/// `u32 tables, u32 0`, then per table `u32 type index, u32 rows`, a buffer
+/// of the rows' batch lines (`u64` each), then each column of its Arrow
+/// schema (`_id`, `_src`/`_dst` for edges, the properties in catalog order).
+/// A buffer is a `u64` length and its bytes, zero-padded to 8. A column is a
+/// validity buffer (empty when no value is null), then by type: Utf8 (and
+/// enums) `i32` offsets and data; LargeBinary `i64` offsets and data;
+/// Boolean a bitmap; other scalars their values (zeros where null);
+/// FixedSizeList the child validity and the `f32` items; List `i32` offsets
+/// and the child column.
+pub fn encode(schema: &Schema, tables: &[Rows<'_>]) -> Vec<u8> {
+    let reserve: u64 = tables.iter().flat_map(Rows::iter).map(|row| row.arrow_bytes + 16).sum();
+    let mut out = Out(Vec::with_capacity(reserve as usize + 64 * schema.types.len()));
+    out.pair(tables.iter().filter(|rows| !rows.is_empty()).count(), 0);
+    let (mut cells, mut items) = (Vec::new(), Vec::new());
+    for ((t, rows), def) in tables.iter().enumerate().zip(&schema.types).filter(|((_, rows), _)| !rows.is_empty()) {
+        out.pair(t, rows.len());
+        out.buffer(|out| rows.iter().for_each(|row| out.extend_from_slice(&row.line.to_le_bytes())));
+        out.validity(rows.iter().map(|row| row.id.is_some()));
+        out.variable(false, rows.iter().map(|row| row.id.as_deref().unwrap_or("").as_bytes()));
+        if def.kind == TableKind::Edge {
+            out.no_nulls();
+            out.variable(false, rows.iter().map(|row| row.src.as_bytes()));
+            out.no_nulls();
+            out.variable(false, rows.iter().map(|row| row.dst.as_bytes()));
+        }
+        for (i, p) in def.props.iter().enumerate() {
+            cells.clear();
+            cells.extend(rows.with_values().map(|(_, values)| &values[i]));
+            column(&mut out, &p.ty, &cells, &mut items);
+        }
+    }
+    out.0
+}
+
+/// Reads [`encode`]'s output. Buffers are slices of one Arrow buffer: no
+/// value is copied or read one by one, and Arrow's validation of each
+/// column (offsets, UTF-8, lengths) stands between a broken buffer and the
+/// host.
 #[cfg(feature = "arrow")]
-struct Reader<'b> {
-    bytes: &'b [u8],
+struct Reader {
+    bytes: arrow_buffer::Buffer,
     pos: usize,
 }
 
 #[cfg(feature = "arrow")]
-impl<'b> Reader<'b> {
-    fn take(&mut self, n: usize) -> Result<&'b [u8], MalformedBuffer> {
+impl Reader {
+    fn take(&mut self, n: usize) -> Result<arrow_buffer::Buffer, MalformedBuffer> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or(MalformedBuffer("truncated"))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
+        let part = self.bytes.slice_with_length(self.pos, n);
+        self.pos = end.next_multiple_of(8).min(self.bytes.len());
+        Ok(part)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], MalformedBuffer> {
-        Ok(self.take(N)?.try_into().expect("N bytes"))
+    fn pair(&mut self) -> Result<(usize, usize), MalformedBuffer> {
+        let pair = self.take(8)?;
+        let word = |at: usize| u32::from_le_bytes(pair[at..at + 4].try_into().expect("4 bytes")) as usize;
+        Ok((word(0), word(4)))
     }
 
-    fn len(&mut self) -> Result<usize, MalformedBuffer> {
-        Ok(u32::from_le_bytes(self.array()?) as usize)
+    fn buffer(&mut self) -> Result<arrow_buffer::Buffer, MalformedBuffer> {
+        let len = u64::from_le_bytes(self.take(8)?.as_slice().try_into().expect("8 bytes"));
+        self.take(usize::try_from(len).map_err(|_| MalformedBuffer("truncated"))?)
     }
 
-    fn str(&mut self) -> Result<&'b str, MalformedBuffer> {
-        let n = self.len()?;
-        std::str::from_utf8(self.take(n)?).map_err(|_| MalformedBuffer("text is not UTF-8"))
+    /// A buffer that must hold exactly `bytes` (Arrow panics on typed
+    /// buffers of the wrong size, before validating).
+    fn sized(&mut self, bytes: usize) -> Result<arrow_buffer::Buffer, MalformedBuffer> {
+        let buffer = self.buffer()?;
+        if buffer.len() != bytes {
+            return Err(MalformedBuffer("a buffer does not fit its column"));
+        }
+        Ok(buffer)
     }
 
-    fn value(&mut self, depth: u32) -> Result<Val<'b>, MalformedBuffer> {
-        Ok(match self.take(1)?[0] {
-            tag::NULL => Val::Null,
-            tag::BOOL => Val::Bool(self.take(1)?[0] != 0),
-            tag::INT => Val::Int(i64::from_le_bytes(self.array()?)),
-            tag::UINT => Val::UInt(u64::from_le_bytes(self.array()?)),
-            tag::F32 => Val::F32(f32::from_le_bytes(self.array()?)),
-            tag::F64 => Val::F64(f64::from_le_bytes(self.array()?)),
-            tag::STR => Val::Str(std::borrow::Cow::Borrowed(self.str()?)),
-            tag::DATE => Val::Date(i32::from_le_bytes(self.array()?)),
-            tag::TIMESTAMP => Val::Timestamp(i64::from_le_bytes(self.array()?)),
-            tag::BLOB => {
-                let n = self.len()?;
-                Val::Blob(self.take(n)?.to_vec())
+    /// The `len + 1` offsets, `N` bytes each, of a variable-width column.
+    fn offsets<const N: usize>(&mut self, len: usize) -> Result<arrow_buffer::Buffer, MalformedBuffer> {
+        self.sized(len.checked_add(1).and_then(|n| n.checked_mul(N)).ok_or(MalformedBuffer("column too long"))?)
+    }
+
+    /// A column of `len` values of `data_type`, as [`column`] wrote it.
+    fn column(&mut self, data_type: &DataType, len: usize) -> Result<arrow_data::ArrayData, MalformedBuffer> {
+        let validity = self.buffer()?;
+        // Arrow panics on a bitmap shorter than its array, before validating.
+        if !validity.is_empty() && validity.len() != len.div_ceil(8) {
+            return Err(MalformedBuffer("a validity bitmap does not fit its column"));
+        }
+        let mut data = arrow_data::ArrayData::builder(data_type.clone())
+            .len(len)
+            .null_bit_buffer((!validity.is_empty()).then_some(validity))
+            .align_buffers(true);
+        data = match data_type {
+            DataType::Utf8 => data.add_buffer(self.offsets::<4>(len)?).add_buffer(self.buffer()?),
+            DataType::LargeBinary => data.add_buffer(self.offsets::<8>(len)?).add_buffer(self.buffer()?),
+            DataType::Boolean => data.add_buffer(self.sized(len.div_ceil(8))?),
+            DataType::FixedSizeList(item, n) => {
+                let items = len.checked_mul(*n as usize).ok_or(MalformedBuffer("vector too long"))?;
+                data.add_child_data(self.column(item.data_type(), items)?)
             }
-            tag::VECTOR => {
-                let n = self.len()?;
-                let raw = self.take(n.checked_mul(4).ok_or(MalformedBuffer("vector too long"))?)?;
-                Val::Vector(raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+            DataType::List(item) => {
+                let offsets = self.offsets::<4>(len)?;
+                let items = i32::from_le_bytes(offsets[4 * len..].try_into().expect("4 bytes"));
+                let items = usize::try_from(items).map_err(|_| MalformedBuffer("negative list offset"))?;
+                data.add_buffer(offsets).add_child_data(self.column(item.data_type(), items)?)
             }
-            tag::LIST if depth == 0 => {
-                let n = self.len()?;
-                let mut items = Vec::with_capacity(n.min(self.bytes.len()));
-                for _ in 0..n {
-                    items.push(self.value(depth + 1)?);
-                }
-                Val::List(items)
+            other => {
+                let width = other.primitive_width().expect("the Arrow schema's other types are fixed-width");
+                data.add_buffer(self.sized(len.checked_mul(width).ok_or(MalformedBuffer("column too long"))?)?)
             }
-            _ => return Err(MalformedBuffer("unknown value tag")),
-        })
+        };
+        data.build().map_err(|_| MalformedBuffer("a column is not valid Arrow of its type"))
     }
 }
 
-/// Decodes [`encode`]'s output (hosts only: they build Arrow from it): per
-/// table, its index in `schema.types` and its rows (text borrowed from
-/// `bytes`, with their lines; offsets and batch-check fields are not carried).
+/// Decodes [`encode`]'s output (hosts only: they wrap it into Arrow): per
+/// touched table, its record batch and each row's batch line.
 #[cfg(feature = "arrow")]
-pub fn decode<'b>(schema: &Schema, bytes: &'b [u8]) -> Result<Vec<(usize, Rows<'b>)>, MalformedBuffer> {
-    let mut r = Reader { bytes, pos: 0 };
-    let count = r.len()?;
+pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<u64>, RecordBatch)>, MalformedBuffer> {
+    let mut r = Reader { bytes: arrow_buffer::Buffer::from(bytes), pos: 0 };
+    let (count, _) = r.pair()?;
     let mut tables = Vec::with_capacity(count.min(schema.types.len()));
     for _ in 0..count {
-        let t = r.len()?;
+        let (t, n) = r.pair()?;
         let def: &TypeDef = schema.types.get(t).ok_or(MalformedBuffer("unknown table"))?;
-        let n = r.len()?;
-        let mut rows = Rows::new(def.props.len(), 0);
-        let mut values = Vec::with_capacity(def.props.len());
-        for _ in 0..n {
-            let line = u64::from_le_bytes(r.array()?);
-            let id = match r.take(1)?[0] {
-                0 => None,
-                _ => Some(std::borrow::Cow::Borrowed(r.str()?)),
-            };
-            let (src, dst) = (std::borrow::Cow::Borrowed(r.str()?), std::borrow::Cow::Borrowed(r.str()?));
-            let count = r.len()?;
-            if count != def.props.len() {
-                return Err(MalformedBuffer("row does not match its table"));
-            }
-            for _ in 0..count {
-                values.push(r.value(0)?);
-            }
-            rows.push(Row { line, offset: 0, id, src, dst, arrow_bytes: 0 }, values.drain(..), std::iter::empty());
+        let lines = r.buffer()?;
+        if lines.len() != 8 * n {
+            return Err(MalformedBuffer("row does not match its table"));
         }
-        tables.push((t, rows));
+        let lines = lines.chunks_exact(8).map(|l| u64::from_le_bytes(l.try_into().expect("8 bytes"))).collect();
+        let arrow_schema = arrow_schema(def);
+        let columns = arrow_schema
+            .fields()
+            .iter()
+            .map(|field| Ok(make_array(r.column(field.data_type(), n)?)))
+            .collect::<Result<Vec<_>, MalformedBuffer>>()?;
+        let batch = RecordBatch::try_new(arrow_schema, columns).map_err(|_| MalformedBuffer("row does not match its table"))?;
+        tables.push((t, lines, batch));
     }
-    if r.pos != bytes.len() {
+    if r.pos != r.bytes.len() {
         return Err(MalformedBuffer("trailing bytes"));
     }
     Ok(tables)

@@ -138,3 +138,82 @@ fn a_rejected_batch_has_no_output() {
     assert!(!report.ok);
     assert_eq!(report.errors[0].code.as_str(), "null_not_allowed");
 }
+
+/// `n` records of every type and both tables, each property null in some
+/// rows (a different pattern per property), strings with escapes and
+/// non-ASCII text, lists empty or not.
+fn every_type_batch(n: usize) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let mut data = Vec::new();
+        let mut put = |name: &str, every: usize, value: String| {
+            if i % every != 0 {
+                data.push(format!("\"{name}\":{value}"));
+            }
+        };
+        put("s", 3, format!("\"s{i}\\\"é\""));
+        put("b", 4, (i % 2 == 0).to_string());
+        put("i32", 5, format!("{}", -(i as i64)));
+        put("i64", 6, format!("{}", (i as i64) << 33));
+        put("u32", 7, format!("{}", i * 7));
+        put("u64", 2, format!("{}", u64::MAX - i as u64));
+        put("f32", 9, format!("{}.5", i));
+        put("f64", 10, format!("-{}e-3", i));
+        put("d", 11, format!("\"2024-02-{:02}\"", 1 + i % 28));
+        put("dt", 12, format!("\"2026-01-02T03:04:{:02}Z\"", i % 60));
+        put("blob", 13, if i % 5 == 0 { "\"base64:\"".into() } else { "\"base64:aGk=\"".into() });
+        put("v", 14, format!("[{i},1.5,-3]"));
+        put("tags", 15, if i % 4 == 0 { "[]".into() } else { format!("[\"a{i}\",\"\",\"ü\"]") });
+        put("nums", 16, format!("[{i},-2]"));
+        put("days", 17, format!("[\"2024-02-29\",{i}]"));
+        put("color", 18, if i % 2 == 0 { "\"red\"".into() } else { "\"green\"".into() });
+        out.push_str(&format!("{{\"type\":\"T\",\"data\":{{{}}}}}\n", data.join(",")));
+        out.push_str(&format!("{{\"type\":\"K\",\"data\":{{\"name\":\"k{i}\",\"n\":{i}}}}}\n"));
+        if i % 3 == 0 {
+            out.push_str(&format!("{{\"edge\":\"E\",\"from\":\"k{i}\",\"to\":\"k{}\",\"data\":{{}}}}\n", i / 2));
+        }
+    }
+    out
+}
+
+#[test]
+fn canonical_rows_give_the_builders_tables_for_every_type_over_many_chunks() {
+    let options = Options::from_json(br#"{"limits":{"max_table_rows":100000}}"#).unwrap();
+    let batch = every_type_batch(3_000);
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let p = prepare(&schema, &options, batch.as_bytes()).unwrap_or_else(|r| panic!("{}", r.to_json()));
+    let (_, rows) = prepare_rows(&schema, &options, batch.as_bytes()).unwrap();
+    let tables = tables_from_rows(&schema, &rows).unwrap();
+    assert_eq!(tables.iter().map(|t| t.rows).collect::<Vec<_>>(), [3_000, 3_000, 1_000]);
+    for (from_rows, built) in tables.iter().zip(&p.tables) {
+        assert!(from_rows == built, "table {}: canonical rows and Arrow's builders differ", built.name);
+    }
+    let t = read_ipc(&tables.iter().find(|t| t.name == "T").unwrap().ipc);
+    assert!(t.column_by_name("s").unwrap().is_null(2_997) && !t.column_by_name("s").unwrap().is_null(2_998));
+    assert_eq!(t.column_by_name("tags").unwrap().as_list::<i32>().value(1).as_string::<i32>().value(2), "ü");
+}
+
+/// Every truncation of a canonical rows buffer is refused, and no change
+/// of one byte makes decoding panic: what reaches the host from the
+/// artifact is checked like any input.
+#[test]
+fn broken_canonical_rows_are_refused_not_trusted() {
+    let batch = every_type_batch(20);
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let (_, rows) = prepare_rows(&schema, &Options::default(), batch.as_bytes()).unwrap();
+    for len in 0..rows.len() {
+        assert!(tables_from_rows(&schema, &rows[..len]).is_err(), "a buffer cut at {len} decodes");
+    }
+    let mut extended = rows.clone();
+    extended.extend_from_slice(&[0; 8]);
+    assert!(tables_from_rows(&schema, &extended).is_err(), "trailing bytes are refused");
+    let mut refused = 0;
+    for at in 0..rows.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut broken = rows.clone();
+            broken[at] ^= flip;
+            refused += usize::from(tables_from_rows(&schema, &broken).is_err());
+        }
+    }
+    assert!(refused > rows.len(), "most changes of lengths, offsets and text are caught ({refused})");
+}

@@ -113,7 +113,7 @@ def artifact_path() -> Optional[str]:
 
 
 def abi_version() -> int:
-    """The artifact's plain ABI version (``og_abi_version``; 3)."""
+    """The artifact's plain ABI version (``og_abi_version``; 4)."""
     return default_validator().abi_version()
 
 

@@ -1,4 +1,4 @@
-"""The artifact in wasmtime, through the plain ABI v3 (crates/omnigraph-validate-wasm/src/abi.rs).
+"""The artifact in wasmtime, through the plain ABI v4 (crates/omnigraph-validate-wasm/src/abi.rs).
 
 As the Rust host does (crates/omnigraph-host/src/validator.rs): the module is
 compiled once per `Validator`; every call gets a fresh instance in a fresh
@@ -36,7 +36,7 @@ from ._errors import (
     TrapError,
 )
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 """The plain ABI this package speaks."""
 
 STATUS_REPORT = ord("0")
