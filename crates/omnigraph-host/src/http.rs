@@ -7,7 +7,7 @@
 //! request's body is never read.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,6 +20,7 @@ use axum::routing::{delete, get, post};
 use omnigraph_validate_wasm::Mode;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
@@ -811,16 +812,41 @@ async fn openapi() -> Response {
 
 /// The upload page.
 #[utoipa::path(get, path = "/", responses((status = 200, description = "the upload page")))]
-async fn index() -> Response {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML).into_response()
+async fn index(headers: HeaderMap) -> Response {
+    static TAG: LazyLock<String> = LazyLock::new(|| entity_tag(INDEX_HTML.as_bytes()));
+    revalidated(&headers, &TAG, "text/html; charset=utf-8", INDEX_HTML.as_bytes())
+}
+
+/// A strong entity tag for an embedded file: the start of its SHA-256.
+fn entity_tag(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    format!("\"{}\"", digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// An embedded file that browsers keep but ask about on every visit
+/// (`no-cache`): a page reload moves 304s, not the 1 MB validator.
+fn revalidated(headers: &HeaderMap, tag: &str, content_type: &'static str, bytes: &'static [u8]) -> Response {
+    let cache = [(header::CACHE_CONTROL, "no-cache"), (header::ETAG, tag)];
+    let unchanged = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == tag);
+    if unchanged {
+        (StatusCode::NOT_MODIFIED, cache).into_response()
+    } else {
+        (cache, [(header::CONTENT_TYPE, content_type)], bytes).into_response()
+    }
 }
 
 /// The upload page's scripts, styles and the validator module.
 #[utoipa::path(get, path = "/web/{path}", params(("path" = String, Path)),
     responses((status = 200, description = "the file"), (status = 404, description = "no such file")))]
-async fn asset(Checked(Path(path)): Checked<Path<String>>) -> Response {
-    match ASSETS.iter().find(|(name, _, _)| *name == path) {
-        Some((_, content_type, bytes)) => ([(header::CONTENT_TYPE, *content_type)], *bytes).into_response(),
+async fn asset(Checked(Path(path)): Checked<Path<String>>, headers: HeaderMap) -> Response {
+    static TAGS: LazyLock<Vec<String>> = LazyLock::new(|| ASSETS.iter().map(|(_, _, bytes)| entity_tag(bytes)).collect());
+    match ASSETS.iter().position(|(name, _, _)| *name == path) {
+        Some(i) => revalidated(&headers, &TAGS[i], ASSETS[i].1, ASSETS[i].2),
         None => ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no file /web/{path}")).into_response(),
     }
 }

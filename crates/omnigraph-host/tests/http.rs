@@ -98,7 +98,18 @@ async fn every_route_answers() {
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let wasm = c.get(format!("{}/web/pkg/web/validate_bg.wasm", s.url)).send().await.unwrap();
     assert_eq!(wasm.headers()["content-type"], "application/wasm");
+    let tag = wasm.headers()["etag"].clone();
+    assert_eq!(wasm.headers()["cache-control"], "no-cache", "browsers keep the files and revalidate them");
     assert_eq!(wasm.bytes().await.unwrap().as_ref(), omnigraph_host::validator::ARTIFACT, "the page gets the host's own validator");
+    let again = c.get(format!("{}/web/pkg/web/validate_bg.wasm", s.url)).header("if-none-match", &tag).send().await.unwrap();
+    assert_eq!(again.status(), 304, "a revisit does not download the validator again");
+    assert!(again.bytes().await.unwrap().is_empty());
+    let other = c.get(format!("{}/web/app.js", s.url)).header("if-none-match", &tag).send().await.unwrap();
+    assert_eq!(other.status(), 200, "each file has its own tag");
+    assert_ne!(other.headers()["etag"], tag);
+    let page_tag = page.headers()["etag"].clone();
+    let page_again = c.get(format!("{}/", s.url)).header("if-none-match", format!("W/{}, \"x\"", page_tag.to_str().unwrap())).send().await.unwrap();
+    assert_eq!(page_again.status(), 304, "the page too, whatever list the browser sends");
     assert_eq!(c.get(format!("{}/web/../Cargo.toml", s.url)).send().await.unwrap().status(), 404);
 }
 
