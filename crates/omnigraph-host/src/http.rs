@@ -20,11 +20,10 @@ use axum::routing::{delete, get, post};
 use omnigraph_validate_wasm::Mode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
-use crate::auth::{Actor, Auth, AuthError, Permission};
+use crate::auth::{Actor, Auth, AuthError, Permission, sha256_hex};
 use crate::error::{EngineError, report_bound};
 use crate::graph::{EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
 use crate::limits::{
@@ -817,10 +816,9 @@ async fn index(headers: HeaderMap) -> Response {
     revalidated(&headers, &TAG, "text/html; charset=utf-8", INDEX_HTML.as_bytes())
 }
 
-/// A strong entity tag for an embedded file: the start of its SHA-256.
+/// A strong entity tag for an embedded file: its SHA-256.
 fn entity_tag(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    format!("\"{}\"", digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
+    format!("\"{}\"", sha256_hex(bytes))
 }
 
 /// An embedded file that browsers keep but ask about on every visit

@@ -123,6 +123,10 @@ pub struct PreparedBatch {
 
 #[cfg(feature = "arrow")]
 impl PreparedBatch {
+    fn new(def: &TypeDef, lines: Vec<u64>, batch: arrow_array::RecordBatch) -> PreparedBatch {
+        PreparedBatch { kind: def.kind, name: def.name.clone(), lines, batch }
+    }
+
     /// The same table as Arrow IPC stream bytes.
     pub fn into_table(self) -> PreparedTable {
         PreparedTable {
@@ -147,16 +151,12 @@ pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTabl
 pub fn batches_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
     Ok(rows::decode(schema, rows)?
         .into_iter()
-        .map(|(t, lines, batch)| PreparedBatch { kind: schema.types[t].kind, name: schema.types[t].name.clone(), lines, batch })
+        .map(|(t, lines, batch)| PreparedBatch::new(&schema.types[t], lines, batch))
         .collect())
 }
 
 #[cfg(feature = "arrow")]
 fn arrow_batch(def: &TypeDef, rows: &record::Rows<'_>) -> PreparedBatch {
-    PreparedBatch {
-        kind: def.kind,
-        name: def.name.clone(),
-        lines: rows.iter().map(|row| row.line).collect(),
-        batch: arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema"),
-    }
+    let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
+    PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch)
 }

@@ -373,10 +373,7 @@ pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<u64>, Rec
     for _ in 0..count {
         let (t, n) = r.pair()?;
         let def: &TypeDef = schema.types.get(t).ok_or(MalformedBuffer("unknown table"))?;
-        let lines = r.buffer()?;
-        if lines.len() != 8 * n {
-            return Err(MalformedBuffer("row does not match its table"));
-        }
+        let lines = r.sized(n.checked_mul(8).ok_or(MalformedBuffer("column too long"))?)?;
         let lines = lines.chunks_exact(8).map(|l| u64::from_le_bytes(l.try_into().expect("8 bytes"))).collect();
         let arrow_schema = arrow_schema(def);
         let columns = arrow_schema
