@@ -83,7 +83,12 @@ pub enum AuthError {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest (file, artifact and compiled-module names).
+pub fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn parse_hex32(hex: &str) -> Option<[u8; 32]> {

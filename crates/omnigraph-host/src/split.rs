@@ -332,7 +332,7 @@ pub fn file_sha256(path: &Path) -> Result<String, String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::auth::hex(&hasher.finalize()))
 }
 
 /// The work branch of a multi-batch overwrite (see `Graph::create_work_branch`).

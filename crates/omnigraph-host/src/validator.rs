@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use arrow_buffer::Buffer;
 use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
 use omnigraph_validate_wasm::{PreparedBatch, Schema, batches_from_rows};
 use sha2::{Digest, Sha256};
@@ -33,6 +34,7 @@ use wasmtime::{
     Val,
 };
 
+use crate::auth::{hex, sha256_hex};
 use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION, WASM_MEMORY_GUARD, WASM_MEMORY_RESERVATION};
 
 /// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
@@ -271,7 +273,7 @@ impl Validator {
 
     /// Hex SHA-256 of the artifact this validator runs (for `/rules`).
     pub fn artifact_sha256(&self) -> &str {
-        self.sha256.get_or_init(|| hex(&Sha256::digest(ARTIFACT)))
+        self.sha256.get_or_init(|| sha256_hex(ARTIFACT))
     }
 
     pub fn abi_version(&self) -> Result<u32, ValidatorError> {
@@ -345,11 +347,15 @@ impl Validator {
             Compiled::Form(form) => form,
             Compiled::SchemaError(e) => return Ok(PrepareResult::SchemaError(e)),
         };
-        let out = self.call("og_prepare_compiled", &[&form[..], options, batch])?;
         let abi_error = |e: abi::MalformedBuffer| ValidatorError::Abi(e.to_string());
-        Ok(match abi::decode_prepare(&out).map_err(abi_error)? {
+        // The rows are copied once, out of the instance's memory into an
+        // aligned buffer that the tables' arrays then slice.
+        let outcome = self.call_with("og_prepare_compiled", &[&form[..], options, batch], |out| {
+            abi::decode_prepare(out).map(|outcome| outcome.map_rows(Buffer::from))
+        })?;
+        Ok(match outcome.map_err(abi_error)? {
             PrepareOutcome::Accepted { report_json, rows } => {
-                PrepareResult::Accepted { report_json, tables: batches_from_rows(compiled, &rows).map_err(abi_error)? }
+                PrepareResult::Accepted { report_json, tables: batches_from_rows(compiled, rows).map_err(abi_error)? }
             }
             PrepareOutcome::Rejected { report_json } => PrepareResult::Rejected { report_json },
             PrepareOutcome::SchemaError(e) => PrepareResult::SchemaError(e),
@@ -377,9 +383,15 @@ impl Validator {
     }
 
     /// One call on a fresh instance with `inputs` as (pointer, length)
-    /// pairs; the store (and with it any state a trap may have left
-    /// half-updated) is dropped afterwards.
+    /// pairs, giving its result buffer; the store (and with it any state a
+    /// trap may have left half-updated) is dropped afterwards.
     fn call(&self, export: &str, inputs: &[&[u8]]) -> Result<Vec<u8>, ValidatorError> {
+        self.call_with(export, inputs, <[u8]>::to_vec)
+    }
+
+    /// [`Validator::call`] that gives what `read` makes of the result
+    /// buffer, read where it lies in the instance's memory.
+    fn call_with<T>(&self, export: &str, inputs: &[&[u8]], read: impl FnOnce(&[u8]) -> T) -> Result<T, ValidatorError> {
         let input: u64 = inputs.iter().map(|b| b.len() as u64).sum();
         // The guest needs the inputs plus working memory: refuse early rather
         // than trap half-way (a guest allocation failure is a trap).
@@ -409,7 +421,7 @@ impl Validator {
         memory
             .data(&store)
             .get(ptr..ptr + len)
-            .map(<[u8]>::to_vec)
+            .map(read)
             .ok_or_else(|| ValidatorError::Abi("result buffer outside memory".into()))
     }
 
@@ -519,10 +531,6 @@ fn text(body: &[u8]) -> Result<String, ValidatorError> {
 
 fn setup_error(e: wasmtime::Error) -> ValidatorError {
     ValidatorError::Setup(format!("{e:#}"))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Feeds what a `Hash` writes into SHA-256: a name that is the same in

@@ -19,7 +19,7 @@
 //!   `OptionsError` → the message; `CompiledFormError` → why a compiled form
 //!   is not one of this validator.
 
-use crate::{Options, Schema, prepare_rows, validate};
+use crate::{Options, Schema, prepare_rows_after, validate};
 
 /// Version of this ABI; bumped on any change to the functions or buffers
 /// (2: every canonical row carries its batch line; 3: compiled schemas;
@@ -124,30 +124,45 @@ fn prepare_with(schema: Result<Schema, Vec<u8>>, options: &[u8], batch: &[u8]) -
         Ok(ok) => ok,
         Err(buffer) => return buffer,
     };
-    match prepare_rows(&schema, &options, batch) {
+    let head = |report: &crate::Report, rows_bytes: usize| {
+        let report = report.to_json();
+        let mut out = Vec::with_capacity(1 + 4 + report.len() + rows_bytes);
+        out.push(Status::Accepted as u8);
+        out.extend_from_slice(&(report.len() as u32).to_le_bytes());
+        out.extend_from_slice(report.as_bytes());
+        out
+    };
+    match prepare_rows_after(&schema, &options, batch, head) {
         Err(report) => with(Status::Rejected, report.to_json().as_bytes()),
-        Ok((report, rows)) => {
-            let report = report.to_json();
-            let mut out = Vec::with_capacity(1 + 4 + report.len() + rows.len());
-            out.push(Status::Accepted as u8);
-            out.extend_from_slice(&(report.len() as u32).to_le_bytes());
-            out.extend_from_slice(report.as_bytes());
-            out.extend_from_slice(&rows);
-            out
-        }
+        Ok((_, out)) => out,
     }
 }
 
-/// A decoded `og_prepare` buffer, for hosts.
+/// A decoded `og_prepare` buffer, for hosts; `R` holds the canonical rows
+/// ([`decode_prepare`] borrows them from the buffer).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PrepareOutcome {
+pub enum PrepareOutcome<R> {
     /// The report JSON and the canonical rows.
-    Accepted { report_json: String, rows: Vec<u8> },
+    Accepted { report_json: String, rows: R },
     Rejected { report_json: String },
     SchemaError(String),
     OptionsError(String),
     /// The compiled form given is not one of this validator.
     CompiledFormError(String),
+}
+
+impl<R> PrepareOutcome<R> {
+    /// The same outcome with its rows turned by `f` (into a host's own
+    /// buffer, say, before the result buffer is dropped).
+    pub fn map_rows<S>(self, f: impl FnOnce(R) -> S) -> PrepareOutcome<S> {
+        match self {
+            PrepareOutcome::Accepted { report_json, rows } => PrepareOutcome::Accepted { report_json, rows: f(rows) },
+            PrepareOutcome::Rejected { report_json } => PrepareOutcome::Rejected { report_json },
+            PrepareOutcome::SchemaError(e) => PrepareOutcome::SchemaError(e),
+            PrepareOutcome::OptionsError(e) => PrepareOutcome::OptionsError(e),
+            PrepareOutcome::CompiledFormError(e) => PrepareOutcome::CompiledFormError(e),
+        }
+    }
 }
 
 /// A result buffer that does not follow the ABI.
@@ -166,7 +181,7 @@ fn rest_text(bytes: &[u8]) -> Result<String, MalformedBuffer> {
     String::from_utf8(bytes.to_vec()).map_err(|_| MalformedBuffer("text is not UTF-8"))
 }
 
-pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome, MalformedBuffer> {
+pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome<&[u8]>, MalformedBuffer> {
     let (&status, body) = buffer.split_first().ok_or(MalformedBuffer("empty"))?;
     match Status::from_byte(status) {
         Some(Status::Rejected) => Ok(PrepareOutcome::Rejected { report_json: rest_text(body)? }),
@@ -180,7 +195,7 @@ pub fn decode_prepare(buffer: &[u8]) -> Result<PrepareOutcome, MalformedBuffer> 
                 return Err(MalformedBuffer("truncated"));
             }
             let (report, rows) = rest.split_at(len);
-            Ok(PrepareOutcome::Accepted { report_json: rest_text(report)?, rows: rows.to_vec() })
+            Ok(PrepareOutcome::Accepted { report_json: rest_text(report)?, rows })
         }
         Some(Status::Report | Status::Compiled) | None => Err(MalformedBuffer("not a prepare result")),
     }
@@ -265,6 +280,7 @@ mod exports {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prepare_rows;
 
     const SCHEMA: &[u8] = b"node P { name: String @key }";
 
@@ -278,10 +294,11 @@ mod tests {
     #[test]
     fn prepare_buffer_round_trips() {
         let batch = b"{\"type\":\"P\",\"data\":{\"name\":\"a\"}}\n";
-        let decoded = decode_prepare(&prepare_buffer(SCHEMA, b"{}", batch)).unwrap();
+        let buffer = prepare_buffer(SCHEMA, b"{}", batch);
+        let decoded = decode_prepare(&buffer).unwrap();
         let schema = Schema::compile("node P { name: String @key }").unwrap();
         let (report, rows) = prepare_rows(&schema, &Options::default(), batch).unwrap();
-        assert_eq!(decoded, PrepareOutcome::Accepted { report_json: report.to_json(), rows: rows.clone() });
+        assert_eq!(decoded, PrepareOutcome::Accepted { report_json: report.to_json(), rows: &rows[..] });
         #[cfg(feature = "arrow")]
         assert_eq!(
             crate::tables_from_rows(&schema, &rows).unwrap(),

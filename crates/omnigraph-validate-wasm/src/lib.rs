@@ -83,12 +83,27 @@ pub struct Prepared {
 /// canonical rows (the encoding of `rows.rs`; what the wasm artifact's
 /// `og_prepare` returns). A rejected batch gives its report and no output.
 pub fn prepare_rows(schema: &Schema, options: &Options, batch: &[u8]) -> Result<(Report, Vec<u8>), Report> {
+    prepare_rows_after(schema, options, batch, |_, _| Vec::new())
+}
+
+/// [`prepare_rows`] with the rows appended to `head(&report, rows_bytes)`,
+/// where `rows_bytes` is what the rows are expected to take (for the
+/// head's capacity): the artifact writes its result buffer's header first,
+/// so the rows, about the size of the batch, are written once and never
+/// copied.
+pub fn prepare_rows_after(
+    schema: &Schema,
+    options: &Options,
+    batch: &[u8],
+    head: impl FnOnce(&Report, usize) -> Vec<u8>,
+) -> Result<(Report, Vec<u8>), Report> {
     let outcome = batch::run(schema, options, batch, true);
     if !outcome.report.ok {
         return Err(outcome.report);
     }
-    let rows = rows::encode(schema, &outcome.tables);
-    Ok((outcome.report, rows))
+    let mut out = head(&outcome.report, rows::encoded_capacity(schema, &outcome.tables));
+    rows::encode_into(schema, &outcome.tables, &mut out);
+    Ok((outcome.report, out))
 }
 
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
@@ -146,10 +161,15 @@ pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTabl
     Ok(batches_from_rows(schema, rows)?.into_iter().map(PreparedBatch::into_table).collect())
 }
 
-/// [`tables_from_rows`] without the IPC encoding: the record batches.
+/// [`tables_from_rows`] without the IPC encoding: the record batches. Their
+/// arrays are slices of `rows`: an Arrow `Buffer` is used as it is, a byte
+/// slice is copied once into an aligned one.
 #[cfg(feature = "arrow")]
-pub fn batches_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
-    Ok(rows::decode(schema, rows)?
+pub fn batches_from_rows(
+    schema: &Schema,
+    rows: impl Into<arrow_buffer::Buffer>,
+) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
+    Ok(rows::decode(schema, rows.into())?
         .into_iter()
         .map(|(t, lines, batch)| PreparedBatch::new(&schema.types[t], lines, batch))
         .collect())

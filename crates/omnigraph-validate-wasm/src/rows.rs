@@ -1,6 +1,6 @@
 //! Canonical rows: what an accepted batch becomes for the host. The wasm
 //! artifact returns them from `og_prepare` as Arrow's column buffers
-//! ([`encode`]); hosts wrap those into arrays ([`decode`]) with no Arrow
+//! ([`encode_into`]); hosts wrap those into arrays ([`decode`]) with no Arrow
 //! code in the artifact (it stays small). The bounds `table_bytes_limit`
 //! and `keyed_parse_bytes` count their sizes, estimated here.
 
@@ -86,24 +86,29 @@ pub fn keyed_parse_bytes(row: &Row<'_>) -> u64 {
 }
 
 
-/// Appends the parts of the encoding, each 8-byte aligned relative to the
-/// start of the output.
-struct Out(Vec<u8>);
+/// Appends the parts of the encoding to `bytes`, each 8-byte aligned
+/// relative to `start`, where the encoding begins (whatever `bytes` held
+/// before it, such as the artifact's result header, is left as it is).
+struct Out<'o> {
+    bytes: &'o mut Vec<u8>,
+    start: usize,
+}
 
-impl Out {
+impl Out<'_> {
     fn pair(&mut self, a: usize, b: usize) {
-        self.0.extend_from_slice(&(a as u32).to_le_bytes());
-        self.0.extend_from_slice(&(b as u32).to_le_bytes());
+        self.bytes.extend_from_slice(&(a as u32).to_le_bytes());
+        self.bytes.extend_from_slice(&(b as u32).to_le_bytes());
     }
 
     /// A buffer: its length as a `u64`, what `write` appends, zero padding.
     fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let at = self.0.len();
-        self.0.extend_from_slice(&[0; 8]);
-        write(&mut self.0);
-        let len = (self.0.len() - at - 8) as u64;
-        self.0[at..at + 8].copy_from_slice(&len.to_le_bytes());
-        self.0.resize(self.0.len().next_multiple_of(8), 0);
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&[0; 8]);
+        write(self.bytes);
+        let len = (self.bytes.len() - at - 8) as u64;
+        self.bytes[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        let padded = self.start + (self.bytes.len() - self.start).next_multiple_of(8);
+        self.bytes.resize(padded, 0);
     }
 
     /// A validity bitmap, or an empty buffer when every flag is set (the
@@ -259,9 +264,14 @@ fn column<'v, 'a>(out: &mut Out, ty: &ValueType, cells: &[&'v Val<'a>], items: &
 /// Boolean a bitmap; other scalars their values (zeros where null);
 /// FixedSizeList the child validity and the `f32` items; List `i32` offsets
 /// and the child column.
-pub fn encode(schema: &Schema, tables: &[Rows<'_>]) -> Vec<u8> {
-    let reserve: u64 = tables.iter().flat_map(Rows::iter).map(|row| row.arrow_bytes + 16).sum();
-    let mut out = Out(Vec::with_capacity(reserve as usize + 64 * schema.types.len()));
+///
+/// The encoding is appended to `bytes` (the artifact writes its result
+/// header first, so the rows are never copied into a second buffer).
+pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
+    // Exact: `reserve` would double a buffer that already holds a large
+    // report (every external reference listed) instead of adding the rows.
+    bytes.reserve_exact(encoded_capacity(schema, tables));
+    let mut out = Out { start: bytes.len(), bytes };
     out.pair(tables.iter().filter(|rows| !rows.is_empty()).count(), 0);
     let (mut cells, mut items) = (Vec::new(), Vec::new());
     for ((t, rows), def) in tables.iter().enumerate().zip(&schema.types).filter(|((_, rows), _)| !rows.is_empty()) {
@@ -281,10 +291,16 @@ pub fn encode(schema: &Schema, tables: &[Rows<'_>]) -> Vec<u8> {
             column(&mut out, &p.ty, &cells, &mut items);
         }
     }
-    out.0
 }
 
-/// Reads [`encode`]'s output. Buffers are slices of one Arrow buffer: no
+/// The bytes [`encode_into`] is expected to append (an estimate from the
+/// rows' Arrow sizes, so the output is allocated once).
+pub fn encoded_capacity(schema: &Schema, tables: &[Rows<'_>]) -> usize {
+    let rows: u64 = tables.iter().flat_map(Rows::iter).map(|row| row.arrow_bytes + 16).sum();
+    rows as usize + 64 * schema.types.len()
+}
+
+/// Reads [`encode_into`]'s output. Buffers are slices of one Arrow buffer: no
 /// value is copied or read one by one, and Arrow's validation of each
 /// column (offsets, UTF-8, lengths) stands between a broken buffer and the
 /// host.
@@ -363,11 +379,13 @@ impl Reader {
     }
 }
 
-/// Decodes [`encode`]'s output (hosts only: they wrap it into Arrow): per
-/// touched table, its record batch and each row's batch line.
+/// Decodes [`encode_into`]'s output (hosts only: they wrap it into Arrow):
+/// per touched table, its record batch and each row's batch line. The
+/// arrays are slices of `bytes`, which is not copied (a part that is not
+/// aligned for its type, as when `bytes` does not start 8-aligned, is).
 #[cfg(feature = "arrow")]
-pub fn decode(schema: &Schema, bytes: &[u8]) -> Result<Vec<(usize, Vec<u64>, RecordBatch)>, MalformedBuffer> {
-    let mut r = Reader { bytes: arrow_buffer::Buffer::from(bytes), pos: 0 };
+pub fn decode(schema: &Schema, bytes: arrow_buffer::Buffer) -> Result<Vec<(usize, Vec<u64>, RecordBatch)>, MalformedBuffer> {
+    let mut r = Reader { bytes, pos: 0 };
     let (count, _) = r.pair()?;
     let mut tables = Vec::with_capacity(count.min(schema.types.len()));
     for _ in 0..count {

@@ -8,7 +8,9 @@ use arrow_array::types::{
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, TimeUnit};
-use omnigraph_validate_wasm::{Options, Prepared, Schema, arrow_schema, prepare, prepare_rows, tables_from_rows};
+use omnigraph_validate_wasm::{
+    Options, Prepared, Schema, arrow_schema, batches_from_rows, prepare, prepare_rows, prepare_rows_after, tables_from_rows,
+};
 
 const SCHEMA: &str = r#"
 node T {
@@ -191,6 +193,42 @@ fn canonical_rows_give_the_builders_tables_for_every_type_over_many_chunks() {
     let t = read_ipc(&tables.iter().find(|t| t.name == "T").unwrap().ipc);
     assert!(t.column_by_name("s").unwrap().is_null(2_997) && !t.column_by_name("s").unwrap().is_null(2_998));
     assert_eq!(t.column_by_name("tags").unwrap().as_list::<i32>().value(1).as_string::<i32>().value(2), "ü");
+}
+
+/// The artifact writes its result header and then the rows into one
+/// buffer: the rows' bytes do not depend on what precedes them, and a host
+/// wraps them into arrays without copying them (each array's buffers lie
+/// inside the one it was given).
+#[test]
+fn canonical_rows_follow_any_head_unchanged_and_decode_in_place() {
+    let batch = every_type_batch(200);
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let (_, rows) = prepare_rows(&schema, &Options::default(), batch.as_bytes()).unwrap();
+    for head in 0..9 {
+        let (_, out) = prepare_rows_after(&schema, &Options::default(), batch.as_bytes(), |_, _| vec![0xa5; head]).unwrap();
+        assert_eq!(out[..head], vec![0xa5; head]);
+        assert!(out[head..] == rows[..], "the rows after a {head}-byte head differ");
+    }
+    let given = arrow_buffer::Buffer::from(&rows[..]);
+    let inside = given.as_ptr() as usize..given.as_ptr() as usize + given.len();
+    let mut parts = Vec::new();
+    for table in batches_from_rows(&schema, given.clone()).unwrap() {
+        table.batch.columns().iter().for_each(|column| array_buffers(&column.to_data(), &mut parts));
+    }
+    assert!(parts.len() > 30, "every column's buffers are seen ({})", parts.len());
+    for (at, len) in parts {
+        assert!(inside.contains(&at) && at + len <= inside.end, "a column's buffer was copied out of the rows");
+    }
+}
+
+/// The address and length of every non-empty buffer of `data`, its
+/// validity and its children's.
+fn array_buffers(data: &arrow_data::ArrayData, parts: &mut Vec<(usize, usize)>) {
+    let nulls = data.nulls().map(|n| n.buffer());
+    for buffer in data.buffers().iter().chain(nulls).filter(|b| !b.is_empty()) {
+        parts.push((buffer.as_ptr() as usize, buffer.len()));
+    }
+    data.child_data().iter().for_each(|child| array_buffers(child, parts));
 }
 
 /// Every truncation of a canonical rows buffer is refused, and no change
