@@ -163,3 +163,13 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// file (431 MiB for 32 MiB, 1.2 GiB for 256 MiB, 1.9 GiB for 512 MiB);
 /// with two arenas it stays flat (docs/performance.md, bench-load-rss.py).
 pub const MALLOC_ARENAS: i32 = 2;
+
+/// Allocations from this size up are mmapped by glibc and unmapped when
+/// freed (`mallopt(M_MMAP_THRESHOLD)`): a batch's bytes, its canonical rows
+/// and its Arrow buffers go back to the kernel after each batch. Setting it
+/// also stops glibc from raising the threshold to the largest buffer freed
+/// so far, after which later batches' buffers came from the heap and stayed
+/// resident: a CLI load of 128 MiB (4 batches) peaked at 290-299 MiB with
+/// glibc's default and 245-254 MiB with this, in the same wall time
+/// (docs/performance.md, bench-load-rss.py).
+pub const MALLOC_MMAP_THRESHOLD: i32 = 4 << 20;

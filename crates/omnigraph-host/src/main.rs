@@ -912,9 +912,14 @@ async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), F
 
 fn main() -> ExitCode {
     // Before any thread exists: few arenas, so freed batch buffers are reused
-    // instead of piling up per thread (memory stays one batch, not the file).
-    // SAFETY: mallopt only sets an allocator parameter; no allocation is in flight on another thread.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, omnigraph_host::limits::MALLOC_ARENAS) };
+    // instead of piling up per thread, and a fixed mmap threshold, so a
+    // batch's large buffers are returned when freed (memory stays one batch,
+    // not the file).
+    // SAFETY: mallopt only sets allocator parameters; no allocation is in flight on another thread.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, omnigraph_host::limits::MALLOC_ARENAS);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, omnigraph_host::limits::MALLOC_MMAP_THRESHOLD);
+    }
     let cli = Cli::parse();
     // Test builds read crash/delay injections from FAILPOINTS (tests/kill.rs).
     #[cfg(feature = "failpoints")]
