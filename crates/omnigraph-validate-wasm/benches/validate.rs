@@ -6,7 +6,7 @@
 mod batchgen;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use omnigraph_validate_wasm::{Options, Schema, prepare, validate};
+use omnigraph_validate_wasm::{Options, Schema, prepare, prepare_rows, validate};
 
 const SCHEMA: &str = include_str!("../../../tests/bench/schema.pg");
 const TARGET_BYTES: usize = 32 * 1024 * 1024 - 64 * 1024;
@@ -24,6 +24,7 @@ fn throughput(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(batch.len() as u64));
     group.bench_function("validate", |b| b.iter(|| validate(&schema, &options, &batch)));
     group.bench_function("prepare", |b| b.iter(|| prepare(&schema, &options, &batch).expect("valid")));
+    group.bench_function("prepare_rows", |b| b.iter(|| prepare_rows(&schema, &options, &batch).expect("valid")));
     group.bench_function("serde_json_ignored_any", |b| b.iter(|| ignored_any(&batch)));
     group.bench_function("serde_json_value", |b| b.iter(|| value_dom(&batch)));
     group.finish();
@@ -73,12 +74,15 @@ fn targets() {
     let options = Options::from_json(batchgen::BENCH_OPTIONS.as_bytes()).expect("bench options");
     let validating = median_secs(|| drop(std::hint::black_box(validate(&schema, &options, &batch))));
     let preparing = median_secs(|| drop(std::hint::black_box(prepare(&schema, &options, &batch).expect("valid"))));
+    // What the artifact's `og_prepare` runs: canonical rows, no Arrow IPC.
+    let preparing_rows = median_secs(|| drop(std::hint::black_box(prepare_rows(&schema, &options, &batch).expect("valid"))));
     let syntax = median_secs(|| ignored_any(&batch));
     let dom = median_secs(|| value_dom(&batch));
     let mib = batch.len() as f64 / (1024.0 * 1024.0);
     println!();
-    println!("Timed pass (medians of 5, MiB/s): validate {:.1}, prepare {:.1}, IgnoredAny {:.1}, Value {:.1}",
-        mib / validating, mib / preparing, mib / syntax, mib / dom);
+    println!("Timed pass (medians of 5, MiB/s): validate {:.1}, prepare {:.1}, prepare_rows {:.1}, IgnoredAny {:.1}, Value {:.1}",
+        mib / validating, mib / preparing, mib / preparing_rows, mib / syntax, mib / dom);
+    println!("prepare_rows (the artifact's og_prepare) / validate: {:.2}", validating / preparing_rows);
     // The worst cases, against the same syntax check of their own bytes:
     // a batch of only edges (every endpoint external) and one in which every
     // line is invalid (each record goes through the acceptor and then the

@@ -1,14 +1,17 @@
 //! Validates an NDJSON file against a schema and prints the report:
-//! `cargo run --example validate -- schema.pg batch.ndjson [options.json] [--prepare]`.
+//! `cargo run --example validate -- schema.pg batch.ndjson [options.json] [--prepare | --rows]`.
 //! With `--prepare` it also builds the Arrow IPC of an accepted batch (for
-//! profiling `prepare`) and prints each table's size.
+//! profiling `prepare`) and prints each table's size; with `--rows`, the
+//! canonical rows the artifact's `og_prepare` returns (`prepare_rows`), and
+//! prints their size.
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let prepare = args.iter().any(|a| a == "--prepare");
-    args.retain(|a| a != "--prepare");
+    let rows = args.iter().any(|a| a == "--rows");
+    args.retain(|a| a != "--prepare" && a != "--rows");
     if args.len() < 3 {
-        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare]");
+        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows]");
         std::process::exit(2);
     }
     let source = std::fs::read_to_string(&args[1]).expect("read schema");
@@ -24,7 +27,15 @@ fn main() {
         Some(p) => omnigraph_validate_wasm::Options::from_json(&std::fs::read(p).expect("read options")).expect("options"),
         None => omnigraph_validate_wasm::Options::default(),
     };
-    let report = if prepare {
+    let report = if rows {
+        match omnigraph_validate_wasm::prepare_rows(&schema, &options, &batch) {
+            Ok((report, rows)) => {
+                eprintln!("{} bytes of canonical rows", rows.len());
+                report
+            }
+            Err(report) => report,
+        }
+    } else if prepare {
         match omnigraph_validate_wasm::prepare(&schema, &options, &batch) {
             Ok(prepared) => {
                 for table in &prepared.tables {
