@@ -15,6 +15,7 @@
 //! sink orders errors itself, whatever order they are found in.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::options::{Mode, Options};
 use crate::record::{Row, Rows, unique_key};
@@ -289,10 +290,14 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 flags
             })
             .collect();
-        // Lookups ran a group per node type at a time: in row order per
-        // table, the refs below come in runs that the final sort merges.
-        self.unresolved.sort_unstable_by_key(|u| (u.table, u.row, u.end));
-        let mut external_refs = Vec::new();
+        // Each type's name once: every ref of a type shares it.
+        let names: Vec<Arc<str>> = schema.types.iter().map(|def| Arc::from(def.name.as_str())).collect();
+        // The refs in report order, (line, end), which is unique per ref:
+        // only those keys, packed in one word, are sorted, and they come in
+        // runs (a lookup group per node type at a time) that the stable sort
+        // merges. The errors below may come in any order: the sink keeps and
+        // orders them by their own key.
+        let mut refs: Vec<(u64, &Unresolved)> = Vec::new();
         for u in &self.unresolved {
             if dead[u.table].get(u.row) == Some(&true) {
                 continue;
@@ -302,8 +307,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
             if self.tables[node_type].ids.get(id).is_some() {
                 continue;
             }
-            let node_name = &schema.types[node_type].name;
             if self.mode == Mode::Overwrite && !self.rows[node_type].is_empty() {
+                let node_name = &schema.types[node_type].name;
                 let member = if u.end == End::From { "from" } else { "to" };
                 let line = row.line;
                 sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
@@ -315,15 +320,18 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 });
                 continue;
             }
-            external_refs.push(ExternalRef {
-                edge: def.name.clone(),
-                end: u.end,
-                node_type: node_name.clone(),
-                id: id.to_string(),
-                line: row.line,
-            });
+            // A line number is below 2^63 (it counts bytes of one batch).
+            refs.push((row.line << 1 | (u.end == End::To) as u64, u));
         }
-        external_refs.sort_by(|a, b| (a.line, a.end, &a.edge).cmp(&(b.line, b.end, &b.edge)));
+        refs.sort_by_key(|&(line_end, _)| line_end);
+        let external_refs = refs
+            .iter()
+            .map(|&(_, u)| {
+                let (node_type, row, id) = self.endpoint(u);
+                let (edge, node_type) = (names[u.table].clone(), names[node_type].clone());
+                ExternalRef { edge, end: u.end, node_type, id: id.into(), line: row.line }
+            })
+            .collect();
         for (((def, table), rows), dead) in schema.types.iter().zip(&mut self.tables).zip(&mut self.rows).zip(dead) {
             if dead.is_empty() {
                 continue;
