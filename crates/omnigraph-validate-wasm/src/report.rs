@@ -324,12 +324,19 @@ pub enum End {
 /// stored lists two per line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExternalRef {
+    #[serde(serialize_with = "shared_str")]
     pub edge: Arc<str>,
     pub end: End,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", serialize_with = "shared_str")]
     pub node_type: Arc<str>,
     pub id: String,
     pub line: u64,
+}
+
+/// A shared name as a JSON string. serde's own `Arc` support is a feature
+/// that, unified across the workspace, would rebuild every dependency.
+fn shared_str<S: serde::Serializer>(name: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(name)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
