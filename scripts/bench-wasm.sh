@@ -2,9 +2,12 @@
 # One run, one generated ~32 MiB batch, four runtimes: native and wasmtime
 # (criterion, crates/omnigraph-host/benches/wasm_runner.rs, in the `dev`
 # profile the host ships in), Node and Chromium (web/bench). Also the
-# per-batch overhead in wasmtime and the artifact's size. Ends in one
-# `target` line per goal (wasmtime's from wasm_runner, then Node's,
-# Chromium's and the size); figures go to docs/performance.md by hand.
+# per-batch overhead in wasmtime, the artifact's size, the native
+# validator's ratios to serde_json and its worst cases (the timed pass of
+# crates/omnigraph-validate-wasm/benches/validate.rs) and the CLI as whole
+# processes (crates/omnigraph-host/benches/cli.rs). Ends with every
+# `target` line of the run, one per goal of issue 15; figures go to
+# docs/performance.md by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
@@ -23,14 +26,18 @@ echo "== native and wasmtime (criterion, then the timed pass)"
 cargo bench --locked --profile dev -p omnigraph-host --bench wasm_runner 2>&1 | tee "$log" \
   | grep -E '^[a-z0-9_/]+ +time:|^[a-zA-Z0-9_/]+$|time:|thrpt:' | grep -v '%'
 sed -n '/^Timed pass/,$p' "$log"
+echo "== native validator against serde_json, and the worst cases (the timed pass)"
+cargo bench --locked -p omnigraph-validate-wasm --bench validate -- --noplot NOMATCH 2>&1 \
+  | sed -n '/^Timed pass/,$p' | tee -a "$log"
+echo "== the CLI as whole processes"
+cargo bench --locked --profile dev -p omnigraph-host --bench cli 2>&1 | grep -E '^(validate|log|branch|target)' | tee -a "$log"
 echo "== node"
 node web/bench/node-bench.mjs "$BATCH" "$BATCH.options.json" | tee -a "$log"
 echo "== chromium"
 node web/bench/browser-bench.mjs "$BATCH" "$BATCH.options.json" | tee -a "$log"
 
 # The cross-runtime targets of this one run, against its native pass.
-echo
-python3 - "$log" "$gz" <<'PY'
+python3 - "$log" "$gz" >> "$log" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 def ms(pattern):
@@ -45,3 +52,6 @@ at_least("chromium_first_call_vs_native", native / chromium_first, 0.8)
 kb = int(sys.argv[2]) / 1000
 print(f"target artifact_gzip_kb {kb:.1f} 400 {'met' if kb <= 400 else 'not met'}")
 PY
+echo
+echo "== every target of this run"
+grep '^target ' "$log"

@@ -5,6 +5,7 @@
 //! removed ones, under the removed-id allowance of SPEC §5). Every conflict
 //! a batch row causes names that row's line.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use arrow_array::RecordBatch;
@@ -19,15 +20,162 @@ use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
 use crate::tables;
 
-/// An edge endpoint the validator could not resolve inside the batch.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ExternalRef {
-    pub edge: String,
-    pub end: String,
-    #[serde(rename = "type")]
-    pub node_type: String,
-    pub id: String,
-    pub line: u64,
+/// The edge endpoints the validator could not resolve inside the batch
+/// (the report's `external_refs`, SPEC §3), read from the report's JSON
+/// once and without an allocation per reference: type names become the
+/// schema's type indices, ids are kept one after another in one buffer.
+/// A batch of edges whose nodes are stored (every edge pass of a split
+/// load) lists two per line.
+#[derive(Debug, Default)]
+pub struct ExternalRefs {
+    refs: Vec<ExternalRef>,
+    ids: String,
+}
+
+/// One external reference; its id is `ExternalRefs::ids[id]`.
+#[derive(Debug, Clone)]
+struct ExternalRef {
+    edge: usize,
+    end: End,
+    node_type: usize,
+    id: std::ops::Range<usize>,
+    line: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum End {
+    From,
+    To,
+}
+
+impl End {
+    fn as_str(self) -> &'static str {
+        match self {
+            End::From => "from",
+            End::To => "to",
+        }
+    }
+}
+
+/// A reference as the report writes it; its strings borrow the report's
+/// text unless they hold an escape.
+#[derive(Deserialize)]
+struct WrittenRef<'a> {
+    #[serde(borrow)]
+    edge: Cow<'a, str>,
+    end: End,
+    #[serde(rename = "type", borrow)]
+    node_type: Cow<'a, str>,
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    line: u64,
+}
+
+impl ExternalRefs {
+    /// Reads the `external_refs` of a report the validator wrote for
+    /// `schema`, skipping every other member unread. A report that is not
+    /// JSON, or names a type `schema` lacks, is an error.
+    pub fn from_report(report_json: &str, schema: &Schema) -> Result<ExternalRefs, serde_json::Error> {
+        let mut reader = serde_json::Deserializer::from_str(report_json);
+        let refs = serde::de::DeserializeSeed::deserialize(ReportSeed(schema), &mut reader)?;
+        reader.end()?;
+        Ok(refs)
+    }
+
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.refs.is_empty()
+    }
+
+    fn id(&self, r: &ExternalRef) -> &str {
+        &self.ids[r.id.clone()]
+    }
+
+    fn push(&mut self, schema: &Schema, written: WrittenRef<'_>) -> Result<(), String> {
+        let type_of = |name: &str, kind: TableKind| {
+            schema
+                .type_index(name)
+                .filter(|&t| schema.types[t].kind == kind)
+                .ok_or_else(|| format!("external_refs names {name}, not a {} type of the schema", kind.word()))
+        };
+        let (edge, node_type) = (type_of(&written.edge, TableKind::Edge)?, type_of(&written.node_type, TableKind::Node)?);
+        let start = self.ids.len();
+        self.ids.push_str(&written.id);
+        self.refs.push(ExternalRef { edge, end: written.end, node_type, id: start..self.ids.len(), line: written.line });
+        Ok(())
+    }
+}
+
+/// The report object: only `external_refs` is read.
+struct ReportSeed<'s>(&'s Schema);
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ReportMember {
+    ExternalRefs,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ReportSeed<'_> {
+    type Value = ExternalRefs;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<ExternalRefs, D::Error> {
+        reader.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ReportSeed<'_> {
+    type Value = ExternalRefs;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a validation report")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut members: M) -> Result<ExternalRefs, M::Error> {
+        let mut refs = None;
+        while let Some(member) = members.next_key()? {
+            match member {
+                ReportMember::ExternalRefs if refs.is_none() => refs = Some(members.next_value_seed(RefsSeed(self.0))?),
+                ReportMember::ExternalRefs => return Err(serde::de::Error::duplicate_field("external_refs")),
+                ReportMember::Other => {
+                    members.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        refs.ok_or_else(|| serde::de::Error::missing_field("external_refs"))
+    }
+}
+
+/// The `external_refs` array, each reference added as it is read.
+struct RefsSeed<'s>(&'s Schema);
+
+impl<'de> serde::de::DeserializeSeed<'de> for RefsSeed<'_> {
+    type Value = ExternalRefs;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<ExternalRefs, D::Error> {
+        reader.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for RefsSeed<'_> {
+    type Value = ExternalRefs;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("the report's external references")
+    }
+
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<ExternalRefs, S::Error> {
+        let mut refs = ExternalRefs::default();
+        while let Some(written) = seq.next_element::<WrittenRef<'de>>()? {
+            refs.push(self.0, written).map_err(serde::de::Error::custom)?;
+        }
+        Ok(refs)
+    }
 }
 
 /// One touched table of a validated batch: its rows as Arrow (ids not yet
@@ -207,7 +355,7 @@ pub async fn run(
     snapshot: &mut Snapshot<'_>,
     mode: Mode,
     touched: &[BatchTable],
-    refs: &[ExternalRef],
+    refs: &ExternalRefs,
     count_merges: bool,
     removed_id_limit: u64,
 ) -> Result<CheckOutcome, EngineError> {
@@ -414,36 +562,35 @@ async fn check_card(
 async fn check_external_refs(
     snapshot: &mut Snapshot<'_>,
     overwritten: &HashSet<usize>,
-    refs: &[ExternalRef],
+    refs: &ExternalRefs,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(), EngineError> {
     let schema = snapshot.schema;
-    let mut by_type: BTreeMap<&str, Vec<&ExternalRef>> = BTreeMap::new();
-    for r in refs {
-        by_type.entry(r.node_type.as_str()).or_default().push(r);
+    let mut by_type: BTreeMap<usize, Vec<&ExternalRef>> = BTreeMap::new();
+    for r in &refs.refs {
+        by_type.entry(r.node_type).or_default().push(r);
     }
-    for (node_type, refs) in by_type {
-        let t = schema.type_index(node_type).ok_or_else(|| EngineError::Corrupt(format!("unknown type {node_type}")))?;
+    for (t, of_type) in by_type {
         let stored = if overwritten.contains(&t) {
             BTreeSet::new()
         } else {
-            let wanted: BTreeSet<&str> = refs.iter().map(|r| r.id.as_str()).collect();
+            let wanted: BTreeSet<&str> = of_type.iter().map(|r| refs.id(r)).collect();
             stored_ids(snapshot.table(t).await?, wanted).await?
         };
-        for r in refs.iter().filter(|r| !stored.contains(&r.id)) {
-            let edge = schema.type_index(&r.edge).map(|e| &schema.types[e]);
+        for r in of_type.into_iter().filter(|r| !stored.contains(refs.id(r))) {
+            let (edge, id) = (&schema.types[r.edge].name, refs.id(r));
             let why = if overwritten.contains(&t) { "this overwrite replaces every" } else { "the graph has no" };
             conflicts.push(Conflict {
                 code: "dangling_endpoint",
-                type_name: r.edge.clone(),
-                id: r.id.clone(),
+                type_name: edge.clone(),
+                id: id.to_owned(),
                 line: Some(r.line),
                 message: format!(
-                    "line {}: edge {} '{}' endpoint {}: {why} {node_type} with that id",
+                    "line {}: edge {edge} '{}' endpoint {}: {why} {} with that id",
                     r.line,
-                    edge.map_or(r.edge.as_str(), |e| e.name.as_str()),
-                    r.end,
-                    echo(&r.id)
+                    r.end.as_str(),
+                    echo(id),
+                    schema.types[t].name
                 ),
             });
         }
@@ -494,4 +641,75 @@ pub async fn check_stranded_edges(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omnigraph_validate_wasm::{Options, validate};
+
+    const SCHEMA: &str = "node Person { name: String @key }\nnode Company { name: String @key }\n\
+        edge WorksAt: Person -> Company\n";
+
+    fn schema() -> Schema {
+        Schema::compile(SCHEMA).unwrap()
+    }
+
+    /// The refs as (edge, end, node type, id, line), read back through the schema.
+    fn read(refs: &ExternalRefs, schema: &Schema) -> Vec<(String, String, String, String, u64)> {
+        let name = |t: usize| schema.types[t].name.clone();
+        let of = |r: &ExternalRef| (name(r.edge), r.end.as_str().to_owned(), name(r.node_type), refs.id(r).to_owned(), r.line);
+        refs.refs.iter().map(of).collect()
+    }
+
+    /// What serde_json reads from the same report's `external_refs`.
+    fn written(report: &str) -> Vec<(String, String, String, String, u64)> {
+        let report: serde_json::Value = serde_json::from_str(report).unwrap();
+        let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap().to_owned();
+        let refs = report["external_refs"].as_array().unwrap();
+        refs.iter().map(|r| (text(r, "edge"), text(r, "end"), text(r, "type"), text(r, "id"), r["line"].as_u64().unwrap())).collect()
+    }
+
+    #[test]
+    fn reads_the_refs_of_a_validators_report_ids_with_escapes_included() {
+        let schema = schema();
+        // Ids the report must escape (quote, backslash, control, non-ASCII
+        // written as \u), beside plain ones; two refs per edge line.
+        let ids = ["ada", "b\\\"q", "c\\\\d", "e\\u0001f", "\\u00e9l\\u00e8ne", "plain"];
+        let batch: String = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| format!("{{\"edge\":\"WorksAt\",\"from\":\"{id}\",\"to\":\"co{i}\",\"data\":{{}}}}\n"))
+            .collect();
+        let report = validate(&schema, &Options::default(), batch.as_bytes()).to_json();
+        assert!(report.contains("\"ok\":true"), "{report}");
+        let refs = ExternalRefs::from_report(&report, &schema).unwrap();
+        assert_eq!(refs.len(), 2 * ids.len());
+        assert_eq!(read(&refs, &schema), written(&report));
+        assert!(read(&refs, &schema).iter().any(|r| r.3 == "b\"q") && read(&refs, &schema).iter().any(|r| r.3 == "\u{e9}l\u{e8}ne"));
+    }
+
+    #[test]
+    fn a_report_without_refs_reads_as_none() {
+        let schema = schema();
+        let report = validate(&schema, &Options::default(), b"{\"type\":\"Person\",\"data\":{\"name\":\"ada\"}}\n").to_json();
+        assert!(ExternalRefs::from_report(&report, &schema).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_report_the_schema_does_not_explain_is_refused() {
+        let schema = schema();
+        let report = |edge: &str, node: &str| {
+            format!("{{\"ok\":true,\"external_refs\":[{{\"edge\":\"{edge}\",\"end\":\"from\",\"type\":\"{node}\",\"id\":\"a\",\"line\":1}}]}}")
+        };
+        assert!(ExternalRefs::from_report(&report("WorksAt", "Person"), &schema).is_ok());
+        for (edge, node) in [("Knows", "Person"), ("WorksAt", "Nobody"), ("Person", "Person"), ("WorksAt", "WorksAt")] {
+            let e = ExternalRefs::from_report(&report(edge, node), &schema).unwrap_err();
+            assert!(e.to_string().contains("not a"), "{edge} {node}: {e}");
+        }
+        let bad_end = "{\"external_refs\":[{\"edge\":\"WorksAt\",\"end\":\"middle\",\"type\":\"Person\",\"id\":\"a\",\"line\":1}]}";
+        for bad in ["{\"ok\":true}", "[]", "{\"external_refs\":[]} x", bad_end, "{\"external_refs\":[],\"external_refs\":[]}"] {
+            assert!(ExternalRefs::from_report(bad, &schema).is_err(), "{bad}");
+        }
+    }
 }

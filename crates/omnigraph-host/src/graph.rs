@@ -14,9 +14,8 @@ use lance::Dataset;
 use lance::dataset::transaction::Operation;
 use lance::datatypes::BlobHandling;
 use omnigraph_validate_wasm::{ID_COLUMN, Limits, Mode, Options, Schema, format_timestamp};
-use serde::Deserialize;
 
-use crate::checks::{self, BatchTable, ExternalRef, Snapshot};
+use crate::checks::{self, BatchTable, ExternalRefs, Snapshot};
 use crate::error::EngineError;
 use crate::export::write_records;
 use crate::lease::{self, HeldLease, now_ms};
@@ -127,7 +126,7 @@ pub struct Receipt {
     /// The published commit; `None` for an empty batch (nothing committed).
     pub commit: Option<Commit>,
     /// The validator's report (SPEC §3).
-    pub report_json: String,
+    pub report_json: Arc<String>,
     pub timings: LoadTimings,
 }
 
@@ -147,7 +146,7 @@ impl Receipt {
 /// A dry run's result: the report and what the stateful checks found.
 #[derive(Debug, Clone)]
 pub struct DryRun {
-    pub report_json: String,
+    pub report_json: Arc<String>,
     pub conflicts: Vec<crate::error::Conflict>,
     pub counts: BTreeMap<String, TableCounts>,
 }
@@ -163,9 +162,11 @@ pub enum Recovered {
 
 /// A validated batch: the report and its rows as Arrow, per touched type.
 struct Validated {
-    report_json: String,
+    /// Shared with the receipt, not copied: the report of a batch of edges
+    /// whose nodes are stored is larger than the batch.
+    report_json: Arc<String>,
     tables: Vec<BatchTable>,
-    external_refs: Vec<ExternalRef>,
+    external_refs: ExternalRefs,
 }
 
 /// Where a staged table's new contents come from.
@@ -175,11 +176,6 @@ enum Source<'a> {
     /// Every row of another commit's table (a multi-batch overwrite's work
     /// branch), replacing the table's contents.
     CopyOf(TablePin),
-}
-
-#[derive(Deserialize)]
-struct ReportRefs {
-    external_refs: Vec<ExternalRef>,
 }
 
 /// A graph's settings, fixed when it is created (kept in `_graph/graph.json`).

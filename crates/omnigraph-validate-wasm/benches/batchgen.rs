@@ -101,3 +101,16 @@ pub fn generate(target_bytes: usize) -> Vec<u8> {
 /// Options for the benchmark batch: the default bounds would (rightly)
 /// refuse a 32 MiB batch's row counts, so the bench lifts them.
 pub const BENCH_OPTIONS: &str = r#"{"mode":"merge","limits":{"max_batch_bytes":1073741824,"max_line_bytes":1073741824,"max_table_rows":100000000,"max_table_bytes":1073741824,"max_total_arrow_bytes":1073741824}}"#;
+
+/// The lines of `batch` that `keep` selects, each with its line end.
+pub fn lines_where(batch: &[u8], keep: impl Fn(&[u8]) -> bool) -> String {
+    let kept: Vec<&[u8]> = batch.split(|&c| c == b'\n').filter(|l| !l.is_empty() && keep(l)).collect();
+    String::from_utf8(kept.join(&b"\n"[..])).expect("the batch is UTF-8") + "\n"
+}
+
+/// Whether a generated line is an edge: the worst case "a batch of only
+/// edges" is the batch's edges alone (their nodes are then outside it, as
+/// in every edge pass of a split load).
+pub fn is_edge(line: &[u8]) -> bool {
+    line.starts_with(b"{\"edge\"")
+}

@@ -44,12 +44,6 @@ fn value_dom(batch: &[u8]) {
     }
 }
 
-/// The lines of `batch` that `keep` selects, each with its line end.
-fn lines_where(batch: &[u8], keep: impl Fn(&[u8]) -> bool) -> String {
-    let kept: Vec<&[u8]> = batch.split(|&c| c == b'\n').filter(|l| !l.is_empty() && keep(l)).collect();
-    String::from_utf8(kept.join(&b"\n"[..])).expect("the batch is UTF-8") + "\n"
-}
-
 fn median_secs(mut f: impl FnMut()) -> f64 {
     f();
     let mut times: Vec<f64> = (0..5)
@@ -87,8 +81,8 @@ fn targets() {
     // a batch of only edges (every endpoint external) and one in which every
     // line is invalid (each record goes through the acceptor and then the
     // explainer).
-    let edges = lines_where(&batch, |line| line.starts_with(b"{\"edge\""));
-    let errors = lines_where(&batch, |_| true).replace("\"data\":{", "\"data\":{\"nope\":1,");
+    let edges = batchgen::lines_where(&batch, |line| batchgen::is_edge(line));
+    let errors = batchgen::lines_where(&batch, |_| true).replace("\"data\":{", "\"data\":{\"nope\":1,");
     assert!(!validate(&schema, &options, errors.as_bytes()).ok, "every line of the errors batch is invalid");
     for (name, worst) in [("edges_only", edges.as_bytes()), ("errors_only", errors.as_bytes())] {
         let validating = median_secs(|| drop(std::hint::black_box(validate(&schema, &options, worst))));

@@ -1,5 +1,7 @@
 //! Writes the benchmark batch so other runtimes measure the same bytes:
 //! `cargo run --release -p omnigraph-validate-wasm --example gen-bench-batch -- OUT.ndjson [BYTES]`.
+//! Also writes its edges alone (the worst case "a batch of only edges") to
+//! `OUT.edges.ndjson`.
 
 #[path = "../benches/batchgen.rs"]
 mod batchgen;
@@ -11,5 +13,6 @@ fn main() {
     let batch = batchgen::generate(bytes);
     std::fs::write(out, &batch).expect("write batch");
     std::fs::write(format!("{out}.options.json"), batchgen::BENCH_OPTIONS).expect("write options");
+    std::fs::write(format!("{out}.edges.ndjson"), batchgen::lines_where(&batch, batchgen::is_edge)).expect("write edges");
     println!("{} bytes written to {out}", batch.len());
 }

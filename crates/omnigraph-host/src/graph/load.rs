@@ -16,14 +16,14 @@ impl Graph {
             .map_err(storage_error)??;
         match result {
             PrepareResult::Accepted { report_json, tables } => {
-                let refs: ReportRefs =
-                    serde_json::from_str(&report_json).map_err(|e| EngineError::Corrupt(format!("report: {e}")))?;
+                let external_refs = ExternalRefs::from_report(&report_json, &self.schema)
+                    .map_err(|e| EngineError::Corrupt(format!("report: {e}")))?;
                 let mut decoded = Vec::with_capacity(tables.len());
                 for table in tables {
                     let t = self.schema.type_index(&table.name).expect("the validator names schema types");
                     decoded.push(BatchTable { t, rows: table.batch, lines: table.lines });
                 }
-                Ok(Validated { report_json, tables: decoded, external_refs: refs.external_refs })
+                Ok(Validated { report_json: Arc::new(report_json), tables: decoded, external_refs })
             }
             PrepareResult::Rejected { report_json } => Err(EngineError::Invalid { report_json }),
             PrepareResult::SchemaError(e) | PrepareResult::OptionsError(e) => Err(EngineError::Schema(e)),
@@ -128,7 +128,7 @@ impl Graph {
             timings.checks = started.elapsed();
             if !outcome.conflicts.is_empty() {
                 return Err(EngineError::Rejected {
-                    report_json: validated.report_json.clone(),
+                    report_json: validated.report_json.as_ref().clone(),
                     conflicts: outcome.conflicts,
                 });
             }

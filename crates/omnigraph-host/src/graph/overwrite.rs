@@ -10,6 +10,7 @@
 //! publish is refused (`target_moved`) rather than dropping newer commits.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use omnigraph_validate_wasm::{Mode, TableKind};
 
@@ -186,7 +187,7 @@ impl Graph {
             created_from: None,
             mode: Mode::Overwrite,
             commit: Some(commit),
-            report_json: "null".into(),
+            report_json: Arc::new("null".to_owned()),
             timings,
         })
     }
