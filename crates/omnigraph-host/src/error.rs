@@ -83,9 +83,15 @@ pub const SIZE_BOUND_CODES: [&str; 5] =
 
 /// The first size bound a report's errors hit: its code and
 /// `{resource, limit, actual}`. A batch refused for a bound is a 413 on
-/// every route, whatever else is wrong with it.
-pub fn report_bound(report: &serde_json::Value) -> Option<(&'static str, serde_json::Value)> {
-    let error = report["errors"].as_array()?.iter().find(|e| e.get("limit").is_some())?;
+/// every route, whatever else is wrong with it. Only the report's errors
+/// (at most `max_errors`) are read; its other members are skipped unread.
+pub fn report_bound(report_json: &str) -> Option<(&'static str, serde_json::Value)> {
+    #[derive(serde::Deserialize)]
+    struct Errors {
+        errors: Vec<serde_json::Value>,
+    }
+    let report: Errors = serde_json::from_str(report_json).ok()?;
+    let error = report.errors.into_iter().find(|e| e.get("limit").is_some())?;
     let code = SIZE_BOUND_CODES.into_iter().find(|c| error["code"] == *c).unwrap_or("bound_exceeded");
     Some((code, error["limit"].clone()))
 }

@@ -6,7 +6,7 @@
 //! admission → validate (wasmtime) → stateful checks → commit. A refused
 //! request's body is never read.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -18,18 +18,19 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use omnigraph_validate_wasm::Mode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::OpenApi;
 
 use crate::auth::{Actor, Auth, AuthError, Permission, sha256_hex};
-use crate::error::{EngineError, report_bound};
+use crate::error::{Conflict, EngineError, report_bound};
 use crate::graph::{EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
 use crate::limits::{
     ACCEPT_BACKOFF, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
 };
-use crate::manifest::{MAIN_BRANCH, check_branch_name};
+use crate::manifest::{MAIN_BRANCH, TableCounts, check_branch_name};
 use crate::metrics::Metrics;
 use crate::storage::{GraphRoot, StorageOptions};
 use crate::validator::Validator;
@@ -102,26 +103,56 @@ pub struct ApiError {
     code: &'static str,
     message: String,
     details: Option<Value>,
+    /// `details.report`: the validator's report as it wrote it.
+    report: Option<Box<RawValue>>,
     retry_after: bool,
 }
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), details: None, retry_after: false }
+        ApiError { status, code, message: message.into(), details: None, report: None, retry_after: false }
     }
 
     fn details(mut self, details: Value) -> ApiError {
         self.details = Some(details);
         self
     }
+
+    fn report(mut self, report_json: &str) -> ApiError {
+        self.report = Some(raw_report(report_json).to_owned());
+        self
+    }
+}
+
+/// A validator's report as the validator wrote it: the API carries its very
+/// bytes (SPEC §3), neither re-ordered nor re-read into a DOM (the report
+/// of a batch of edges whose nodes are stored is larger than the batch).
+fn raw_report(report_json: &str) -> &RawValue {
+    serde_json::from_str(report_json).unwrap_or(RawValue::NULL)
+}
+
+/// An error's JSON body: `details` are the error's own members, then the report.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<ErrorDetails<'a>>,
+}
+
+#[derive(Serialize)]
+struct ErrorDetails<'a> {
+    #[serde(flatten)]
+    members: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a RawValue>,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": self.message, "code": self.code});
-        if let Some(d) = self.details {
-            body["details"] = d;
-        }
+        let details = (self.details.is_some() || self.report.is_some())
+            .then(|| ErrorDetails { members: self.details.as_ref(), report: self.report.as_deref() });
+        let body = ErrorBody { error: &self.message, code: self.code, details };
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
@@ -145,10 +176,6 @@ impl From<AuthError> for ApiError {
     }
 }
 
-fn report_value(report_json: &str) -> Value {
-    serde_json::from_str(report_json).unwrap_or(Value::Null)
-}
-
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
         let message = e.to_string();
@@ -165,14 +192,11 @@ impl From<EngineError> for ApiError {
             | EngineError::CommitConflict { .. }
             | EngineError::TargetMoved { .. } => StatusCode::CONFLICT,
             EngineError::Invalid { report_json } => {
-                let report = report_value(report_json);
-                return match report_bound(&report) {
-                    Some((code, limit)) => {
-                        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message).details(json!({
-                            "resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"], "report": report,
-                        }))
-                    }
-                    None => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).details(json!({"report": report})),
+                return match report_bound(report_json) {
+                    Some((code, limit)) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
+                        .details(json!({"resource": limit["resource"], "limit": limit["limit"], "actual": limit["actual"]}))
+                        .report(report_json),
+                    None => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).report(report_json),
                 };
             }
             EngineError::BoundExceeded { code, resource, limit, actual } => {
@@ -181,8 +205,7 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Rejected { report_json, conflicts } => {
                 let status = if code == "key_conflict" { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
-                return ApiError::new(status, code, message)
-                    .details(json!({"report": report_value(report_json), "conflicts": conflicts}));
+                return ApiError::new(status, code, message).details(json!({"conflicts": conflicts})).report(report_json);
             }
             EngineError::Validator(crate::validator::ValidatorError::InputTooLarge { bytes, limit }) => {
                 return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "bound_exceeded", message)
@@ -600,19 +623,26 @@ async fn validate(
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Read).await?;
     let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
     let request = query.request(parse_mode(query.mode.as_deref())?, &actor, bytes);
+    let answer = |ok, report_json: &str, conflicts: &[Conflict], counts: &BTreeMap<String, TableCounts>| {
+        axum::Json(DryRunBody { ok, report: raw_report(report_json), conflicts, counts }).into_response()
+    };
     match graph.dry_run(&request).await {
-        Ok(dry) => Ok(axum::Json(json!({
-            "ok": dry.conflicts.is_empty(),
-            "report": report_value(&dry.report_json),
-            "conflicts": dry.conflicts,
-            "counts": dry.counts,
-        }))
-        .into_response()),
-        Err(EngineError::Invalid { report_json }) if report_bound(&report_value(&report_json)).is_none() => {
-            Ok(axum::Json(json!({"ok": false, "report": report_value(&report_json), "conflicts": [], "counts": {}})).into_response())
+        Ok(dry) => Ok(answer(dry.conflicts.is_empty(), &dry.report_json, &dry.conflicts, &dry.counts)),
+        Err(EngineError::Invalid { report_json }) if report_bound(&report_json).is_none() => {
+            Ok(answer(false, &report_json, &[], &BTreeMap::new()))
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// A dry run's answer: the report as the validator wrote it, the stateful
+/// checks' conflicts and the counts.
+#[derive(Serialize)]
+struct DryRunBody<'a> {
+    ok: bool,
+    report: &'a RawValue,
+    conflicts: &'a [Conflict],
+    counts: &'a BTreeMap<String, TableCounts>,
 }
 
 /// The schema source, its hash and the compiled catalog.

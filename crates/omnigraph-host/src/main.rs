@@ -627,7 +627,7 @@ impl Target {
                     let (splittable, details) = match &e {
                         EngineError::Invalid { report_json } => {
                             let report: serde_json::Value = serde_json::from_str(report_json).unwrap_or_default();
-                            (report_bound(&report).is_some(), Some(report))
+                            (report_bound(report_json).is_some(), Some(report))
                         }
                         EngineError::Rejected { conflicts, .. } => {
                             (false, Some(serde_json::json!({ "conflicts": conflicts })))

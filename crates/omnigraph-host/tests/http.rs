@@ -356,3 +356,46 @@ async fn a_graph_another_host_is_writing_answers_503_with_retry_after() {
     let (_, body) = json_of(r).await;
     assert_eq!(body["code"], "graph_busy");
 }
+
+/// The member `name` of a JSON object, as its text in `body`.
+fn raw_member(body: &str, name: &str) -> String {
+    let members: std::collections::HashMap<String, Box<serde_json::value::RawValue>> = serde_json::from_str(body).unwrap();
+    members[name].get().to_owned()
+}
+
+/// Every answer that carries a report carries the validator's very bytes
+/// (SPEC §3: byte for byte), not a re-serialization: a dry run, a batch
+/// refused by the validator, and one refused by the stateful checks, each
+/// with external refs (the part of a report that can outgrow the batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_carry_the_validators_report_byte_for_byte() {
+    let s = start(Auth::Open, |_| {}).await;
+    post_ndjson(&s, "/graphs/g/load/ndjson", &format!("{}{}", person("Ada", 1), person("Bo", 2))).await;
+    let schema = omnigraph_validate_wasm::Schema::compile(SCHEMA).unwrap();
+    let report = |batch: &str| {
+        let options = omnigraph_validate_wasm::Options::default();
+        omnigraph_validate_wasm::validate(&schema, &options, batch.as_bytes()).to_json()
+    };
+    let text = |r: reqwest::Response| async move { (r.status().as_u16(), r.text().await.unwrap()) };
+
+    let resolvable = format!("{}{}", knows("k1", "Ada", "Bo"), knows("k2", "Bo", "Ada"));
+    let (status, body) = text(post_ndjson(&s, "/graphs/g/validate", &resolvable).await).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(report(&resolvable).contains("\"external_refs\":[{"), "the batch's endpoints are stored, not in it");
+    assert_eq!(raw_member(&body, "report"), report(&resolvable));
+
+    let invalid = format!("{}{{\"type\":\"Persn\"}}\n", knows("k3", "Ada", "Bo"));
+    let (status, body) = text(post_ndjson(&s, "/graphs/g/validate", &invalid).await).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(raw_member(&body, "report"), report(&invalid));
+    let (status, body) = text(post_ndjson(&s, "/graphs/g/load/ndjson", &invalid).await).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(raw_member(&raw_member(&body, "details"), "report"), report(&invalid));
+
+    let dangling = knows("k4", "Ada", "Nobody");
+    let (status, body) = text(post_ndjson(&s, "/graphs/g/load/ndjson", &dangling).await).await;
+    assert_eq!(status, 422, "{body}");
+    let details = raw_member(&body, "details");
+    assert_eq!(raw_member(&details, "report"), report(&dangling));
+    assert!(raw_member(&details, "conflicts").contains("dangling_endpoint"), "{details}");
+}
