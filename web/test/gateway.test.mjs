@@ -177,6 +177,19 @@ for (const runtime of selected) {
       assert.deepEqual(await hostLoads(), before);
     });
 
+    test('a refused batch\'s report is the validator\'s bytes, the same as the host\'s own answer carries', async () => {
+      // The report is the last member of `details`, itself the last member.
+      const reportText = (answer) => answer.slice(answer.indexOf('"report":') + '"report":'.length, -2);
+      const edges = '{"edge":"Knows","from":"Ada","to":"Nobody \\"x\\""}\n{"type":"Persn"}\n';
+      for (const batch of [BAD, edges]) {
+        const viaGateway = await (await load(gateway.url, batch, { branch: runtime })).text();
+        const fromHost = await (await load(hostUrl, batch, { branch: runtime })).text();
+        assert.equal(JSON.parse(viaGateway).code, 'validation_failed', viaGateway);
+        assert.equal(reportText(viaGateway), reportText(fromHost));
+        assert.deepEqual(JSON.parse(viaGateway).details.report, JSON.parse(reportText(fromHost)));
+      }
+    });
+
     test('a good batch is forwarded unchanged (query, Authorization) and committed; the answer comes back', async () => {
       const before = await hostLoads();
       const res = await load(gateway.url, GOOD, { branch: runtime });
