@@ -4,7 +4,7 @@
 // planned batches one commit each, resuming an interrupted upload by its
 // batch keys. Memory is one batch, never the file.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
-import { batchKey, catchUp, newRun, planFile, readBatch, fileLocation } from '/web/split.js';
+import { batchKey, catchUp, newRun, planFile, readBatch, readReport, fileLocation } from '/web/split.js';
 
 let ready = null;
 let compiled = null;
@@ -37,7 +37,7 @@ async function validateFile({ id, file, schemaSource, options, bounds }) {
   // options: the mode plus the host's bounds and identity rule from /rules,
   // so the page judges with exactly the host's numbers.
   const optionsJson = JSON.stringify(options);
-  const validate = (bytes) => JSON.parse(compiled.validate(bytes, optionsJson));
+  const validate = (bytes) => readReport(compiled.validate(bytes, optionsJson));
   const { report, plan, fingerprint } = await planFile(file, bounds, validate, (fraction) => post({ kind: 'progress', id, fraction }));
   post({ kind: 'report', id, report, plan, fingerprint });
 }

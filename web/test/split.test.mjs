@@ -8,7 +8,8 @@ import { mkdtempSync, openAsBlob, readFileSync, rmSync, writeFileSync } from 'no
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PASS, batchKey, batchesOf, catchUp, newRun, planFile, readBatch } from '../split.js';
+import { PASS, batchKey, batchesOf, catchUp, newRun, planFile, readBatch, readReport } from '../split.js';
+import { caseNames, readCase } from './corpus.mjs';
 import { HOST_BIN } from './host.mjs';
 
 const require = createRequire(import.meta.url);
@@ -17,7 +18,7 @@ const SCHEMA = readFileSync(new URL('../../samples/people.pg', import.meta.url),
 const compiled = pkg.compileSchema(SCHEMA);
 const validator = (limits) => {
   const options = JSON.stringify({ mode: 'merge', limits });
-  return (bytes) => JSON.parse(compiled.validate(bytes, options));
+  return (bytes) => readReport(compiled.validate(bytes, options));
 };
 
 let dir;
@@ -135,4 +136,30 @@ test('runs are ULIDs like the CLI’s; fingerprints name the bytes', async () =>
   // A file validated whole and the same file split into passes get one name.
   const lines = people(30).join('\n') + '\n';
   assert.equal(await fingerprint(new Blob([lines]), small), await fingerprint(new Blob([lines]), { maxLines: 7, maxBytes: 600 }));
+});
+
+test('readReport reads a report with its external refs counted, not parsed', () => {
+  const expected = (text) => {
+    const report = JSON.parse(text);
+    return { ...report, external_refs: report.external_refs.length };
+  };
+  // Every corpus report, then edges whose ids hold quotes, backslashes,
+  // braces and the member's own name.
+  const reports = caseNames().map((name) => readCase(name).expected);
+  const weird = ['a"b', 'c\\d', '{"edge":1}', ',"external_refs":[', 'plain'];
+  const edges = weird.map((id, i) => JSON.stringify({ edge: 'Knows', id: `w${i}`, from: id, to: `n${i}` })).join('\n') + '\n';
+  reports.push(compiled.validate(new TextEncoder().encode(edges), '{}'));
+  assert.ok(reports.at(-1).includes('"external_refs":[{'), reports.at(-1));
+  let withRefs = 0;
+  for (const text of reports) {
+    assert.deepEqual(readReport(text), expected(text), text);
+    withRefs += expected(text).external_refs > 0;
+  }
+  assert.ok(withRefs >= 5, `reports with refs: ${withRefs}`);
+  // The refs are counted, not parsed: refs that are not JSON still count.
+  const head = reports.at(-1).slice(0, reports.at(-1).indexOf(',"external_refs":['));
+  assert.equal(readReport(`${head},"external_refs":[{"edge":?},{"edge":?}]}`).external_refs, 2);
+  // A layout the shortcut does not know is parsed whole.
+  const reordered = JSON.stringify({ external_refs: [{ edge: 'Knows' }], ok: true });
+  assert.deepEqual(readReport(reordered), { external_refs: 1, ok: true });
 });
