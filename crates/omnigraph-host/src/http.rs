@@ -151,7 +151,7 @@ struct ErrorDetails<'a> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let details = (self.details.is_some() || self.report.is_some())
-            .then(|| ErrorDetails { members: self.details.as_ref(), report: self.report.as_deref() });
+            .then_some(ErrorDetails { members: self.details.as_ref(), report: self.report.as_deref() });
         let body = ErrorBody { error: &self.message, code: self.code, details };
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.retry_after {
