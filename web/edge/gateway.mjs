@@ -51,15 +51,18 @@ const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'proxy-connection', '
 const encoder = new TextEncoder();
 
 function json(status, body, headers = {}) {
-  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+  return jsonText(status, JSON.stringify(body), headers);
+}
+
+function jsonText(status, text, headers = {}) {
+  return new Response(text, { status, headers: { 'content-type': 'application/json', ...headers } });
 }
 
 /** A JSON error answer whose `details.report` is the validator's report as it
  * wrote it (SPEC §3: byte for byte), after the other `details` members. */
 function withReport(status, head, details, reportText) {
   const members = JSON.stringify(details).slice(1, -1);
-  const body = `${JSON.stringify(head).slice(0, -1)},"details":{${members}${members ? ',' : ''}"report":${reportText}}}`;
-  return new Response(body, { status, headers: { 'content-type': 'application/json' } });
+  return jsonText(status, `${JSON.stringify(head).slice(0, -1)},"details":{${members}${members ? ',' : ''}"report":${reportText}}}`);
 }
 
 const unreachable = (e) =>

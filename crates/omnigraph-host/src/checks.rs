@@ -33,7 +33,7 @@ pub struct ExternalRefs {
 }
 
 /// One external reference; its id is `ExternalRefs::ids[id]`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ExternalRef {
     edge: usize,
     end: End,
