@@ -14,6 +14,7 @@
 //!   the flags say: the fast acceptor against the explainer, line by line
 //!   (`omnigraph_validate_wasm::differential`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -31,13 +32,16 @@ pub const DEFAULT_VECTOR: &str = "all_types_ok__ok";
 
 /// Runs one input through a target by name; panics on a broken invariant.
 pub fn run(target: &str, data: &[u8]) {
-    match target {
-        "schema" => schema(data),
-        "strict" => envelope(data, true),
-        "compat" => envelope(data, false),
-        "prepare" => prepare_any(data),
-        "differential" => differential_any(data),
-        other => panic!("unknown fuzz target {other}"),
+    if target == "schema" {
+        return schema(data);
+    }
+    for v in validations(target, data) {
+        match target {
+            "differential" => {
+                differential(&v.schema, &v.options, v.batch);
+            }
+            _ => check_batch(&v.schema, &v.options, v.batch),
+        }
     }
 }
 
@@ -61,42 +65,55 @@ pub fn schema(data: &[u8]) {
     }
 }
 
-/// The strict envelope parser (`strict`) or the compatibility parser, on a
-/// corpus schema chosen by the input's first line.
-pub fn envelope(data: &[u8], strict: bool) {
-    let (name, batch) = match data.iter().position(|&b| b == b'\n') {
-        Some(i) => (&data[..i], &data[i + 1..]),
-        None => (&data[..0], data),
-    };
-    let schemas = corpus_schemas();
-    let schema = std::str::from_utf8(name)
-        .ok()
-        .and_then(|n| schemas.get(n))
-        .unwrap_or_else(|| &schemas[DEFAULT_VECTOR]);
-    for mode in [Mode::Merge, Mode::Overwrite] {
-        let options = Options { mode, strict, ..Options::default() };
-        check_batch(schema, &options, batch);
+/// One validation a fuzz input asks for: a schema (its `.pg` source and
+/// its compiled form), options and a batch.
+pub struct Validation<'a> {
+    pub source: &'a str,
+    pub schema: Cow<'a, Schema>,
+    pub options: Options,
+    pub batch: &'a [u8],
+}
+
+/// The validations an input of a batch target (`strict`, `compat`,
+/// `prepare`, `differential`) runs; none when its schema does not compile.
+/// * `strict` / `compat`: the batch against a corpus schema chosen by the
+///   input's first line, in `merge` and in `overwrite` mode;
+/// * `prepare`: a fuzzed schema, options and batch;
+/// * `differential`: the same, read as strict lines whatever the flags say.
+pub fn validations<'a>(target: &str, data: &'a [u8]) -> Vec<Validation<'a>> {
+    match target {
+        "strict" | "compat" => {
+            let (name, batch) = match data.iter().position(|&b| b == b'\n') {
+                Some(i) => (&data[..i], &data[i + 1..]),
+                None => (&data[..0], data),
+            };
+            let schemas = corpus_schemas();
+            let (source, schema) = std::str::from_utf8(name)
+                .ok()
+                .and_then(|n| schemas.get(n))
+                .unwrap_or_else(|| &schemas[DEFAULT_VECTOR]);
+            let strict = target == "strict";
+            [Mode::Merge, Mode::Overwrite]
+                .into_iter()
+                .map(|mode| Validation {
+                    source,
+                    schema: Cow::Borrowed(schema),
+                    options: Options { mode, strict, ..Options::default() },
+                    batch,
+                })
+                .collect()
+        }
+        "prepare" | "differential" => {
+            let Some((&flags, rest)) = data.split_first() else { return Vec::new() };
+            let Some(split) = rest.iter().position(|&b| b == 0) else { return Vec::new() };
+            let Ok(source) = std::str::from_utf8(&rest[..split]) else { return Vec::new() };
+            let Ok(schema) = Schema::compile(source) else { return Vec::new() };
+            let mut options = Flags(flags).options();
+            options.strict |= target == "differential";
+            vec![Validation { source, schema: Cow::Owned(schema), options, batch: &rest[split + 1..] }]
+        }
+        other => panic!("{other} is not a batch target"),
     }
-}
-
-/// The whole `prepare` path with a fuzzed schema, options and batch.
-pub fn prepare_any(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else { return };
-    let Some(split) = rest.iter().position(|&b| b == 0) else { return };
-    let Ok(source) = std::str::from_utf8(&rest[..split]) else { return };
-    let Ok(schema) = Schema::compile(source) else { return };
-    check_batch(&schema, &Flags(flags).options(), &rest[split + 1..]);
-}
-
-/// The fast acceptor against the explainer, with a fuzzed schema, options
-/// and lines (the acceptor reads strict lines only).
-pub fn differential_any(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else { return };
-    let Some(split) = rest.iter().position(|&b| b == 0) else { return };
-    let Ok(source) = std::str::from_utf8(&rest[..split]) else { return };
-    let Ok(schema) = Schema::compile(source) else { return };
-    let options = Options { strict: true, ..Flags(flags).options() };
-    differential(&schema, &options, &rest[split + 1..]);
 }
 
 /// The `prepare` target's flags byte: bits 0–1 the mode (3 = merge with
@@ -199,13 +216,17 @@ pub fn vectors_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
 }
 
-/// Every corpus case's schema that compiles, by case name.
-fn corpus_schemas() -> &'static BTreeMap<String, Schema> {
-    static SCHEMAS: OnceLock<BTreeMap<String, Schema>> = OnceLock::new();
+/// Every corpus case's schema that compiles (its source and compiled
+/// form), by case name.
+fn corpus_schemas() -> &'static BTreeMap<String, (String, Schema)> {
+    static SCHEMAS: OnceLock<BTreeMap<String, (String, Schema)>> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         corpus_cases()
             .into_iter()
-            .filter_map(|case| Some((case.name, Schema::compile(&case.schema).ok()?)))
+            .filter_map(|case| {
+                let schema = Schema::compile(&case.schema).ok()?;
+                Some((case.name, (case.schema, schema)))
+            })
             .collect()
     })
 }

@@ -1,5 +1,6 @@
 //! Parity in wasmtime: the host's runner gives every corpus report byte for
-//! byte, runs the recorded artifact, and `prepare` matches the native Arrow.
+//! byte, runs the recorded artifact, `prepare` matches the native Arrow, and
+//! fuzzing's inputs get the native answers.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,8 @@ use std::sync::LazyLock;
 
 use omnigraph_host::validator::{ARTIFACT, PrepareResult, RunnerConfig, ValidateOutcome, Validator};
 use arrow_ipc::reader::StreamReader;
-use omnigraph_validate_wasm::{Options, PreparedBatch, PreparedTable, Schema, prepare};
+use omnigraph_fuzz_harness::{Validation, seeds, validations};
+use omnigraph_validate_wasm::{Options, PreparedBatch, PreparedTable, Schema, prepare, validate};
 
 /// Compiled once per test binary: Cranelift compilation is the slow part.
 static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| Validator::new(RunnerConfig::default()).expect("validator"));
@@ -97,6 +99,71 @@ fn prepare_in_wasmtime_equals_native_prepare() {
     assert!(checked > 50);
     let rejected = VALIDATOR.prepare("node P { a: String }", b"", b"{}\n").unwrap();
     assert!(matches!(rejected, PrepareResult::Rejected { report_json } if report_json.contains("envelope_kind")));
+}
+
+/// What the artifact in wasmtime must answer for `v`: the native report
+/// (`og_validate`), and the native `prepare`'s tables or refusal
+/// (`og_prepare`). Native, every strict line the acceptor takes is checked
+/// against the explainer (the fuzz targets); here, the artifact's whole
+/// answer against native's, so a difference of wasm's code generation
+/// (32-bit `usize`, float conversion, Cranelift) would show.
+fn wasm_disagrees(v: &Validation<'_>) -> Option<String> {
+    let options_json = serde_json::to_vec(&v.options).unwrap();
+    assert_eq!(Options::from_json(&options_json).unwrap(), v.options, "options cross as JSON unchanged");
+    let native_report = validate(&v.schema, &v.options, v.batch).to_json();
+    let report = VALIDATOR.validate(v.source, &options_json, v.batch).unwrap();
+    if report != ValidateOutcome::Report(native_report.clone()) {
+        return Some(format!("og_validate: {report:?}\n  native {native_report}"));
+    }
+    let expected = match prepare(&v.schema, &v.options, v.batch) {
+        Ok(native) => PrepareResult::Accepted {
+            report_json: native.report.to_json(),
+            tables: native.tables.into_iter().map(read_ipc).collect(),
+        },
+        Err(refused) => PrepareResult::Rejected { report_json: refused.to_json() },
+    };
+    let prepared = VALIDATOR.prepare_compiled(v.source, &v.schema, &options_json, v.batch).unwrap();
+    (prepared != expected).then(|| format!("og_prepare: {prepared:?}\n  native {expected:?}"))
+}
+
+/// The inputs of a fuzz target replayed here: its seeds and kept inputs
+/// (`fuzz/regressions/<target>/`) always, and a whole local corpus
+/// (`$OMNIGRAPH_FUZZ_CORPUS/<target>/`, e.g. `fuzz/corpus`, which git does
+/// not keep) when that variable names one.
+fn fuzz_inputs(target: &str) -> Vec<(String, Vec<u8>)> {
+    let mut inputs = seeds(target);
+    let mut dirs = vec![root().join("fuzz/regressions").join(target)];
+    if let Some(corpus) = std::env::var_os("OMNIGRAPH_FUZZ_CORPUS") {
+        dirs.push(root().join(corpus).join(target));
+    }
+    for dir in dirs {
+        let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+        files.sort();
+        inputs.extend(files.into_iter().map(|f| (f.display().to_string(), fs::read(&f).unwrap())));
+    }
+    inputs
+}
+
+#[test]
+fn fuzz_inputs_get_the_native_answers_in_wasmtime() {
+    let mut mismatches = Vec::new();
+    for target in ["strict", "compat", "prepare", "differential"] {
+        let (mut inputs, mut runs) = (0, 0);
+        for (name, data) in fuzz_inputs(target) {
+            inputs += 1;
+            for v in validations(target, &data) {
+                runs += 1;
+                if let Some(why) = wasm_disagrees(&v) {
+                    mismatches.push(format!("{target} {name} ({:?} mode): {why}", v.options.mode));
+                }
+            }
+        }
+        eprintln!("{target}: {inputs} inputs, {runs} validations replayed in wasmtime");
+        assert!(runs > 20, "{target}: too few inputs replayed ({runs}): are fuzz/regressions and the corpus there?");
+    }
+    let shown: Vec<String> = mismatches.iter().take(5).cloned().collect();
+    assert!(mismatches.is_empty(), "{} disagreements, the first:\n{}", mismatches.len(), shown.join("\n"));
 }
 
 #[test]
