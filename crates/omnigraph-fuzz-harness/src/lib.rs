@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use omnigraph_validate_wasm::{
-    Limits, Mode, Options, Report, Schema, differential, prepare, prepare_rows, tables_from_rows, validate,
+    Limits, Mode, Options, Report, Schema, differential, prepare, prepare_reference, prepare_rows, tables_from_rows,
+    validate,
 };
 
 /// The fuzz targets, by name (`fuzz/fuzz_targets/<name>.rs`).
@@ -173,7 +174,8 @@ const TIGHT_LIMITS: Limits = Limits {
 /// * `prepare` gives the same report as `validate`, and output exactly
 ///   when the report is ok;
 /// * the rows the wasm artifact would return (`prepare_rows`) decode to the
-///   very Arrow tables native `prepare` builds;
+///   very Arrow tables native `prepare` gives, and those are the tables
+///   arrow-rs's builders make from every row's values (`prepare_reference`);
 /// * the report lists at most `max_errors` errors and counts them all;
 /// * in strict batches, every line the fast acceptor takes, the explainer
 ///   accepts with the same row.
@@ -193,6 +195,9 @@ fn check_batch(schema: &Schema, options: &Options, batch: &[u8]) {
             assert_eq!(rows_report.to_json(), json);
             let tables = tables_from_rows(schema, &rows).expect("prepare_rows output decodes");
             assert_eq!(tables, prepared.tables, "canonical rows decode to the native Arrow tables");
+            let reference = prepare_reference(schema, options, batch).expect("prepare_reference agrees with prepare");
+            assert_eq!(reference.report.to_json(), json);
+            assert_eq!(prepared.tables, reference.tables, "the columns written as rows arrive are arrow-rs's");
             let total: u64 = prepared.tables.iter().map(|t| t.rows).sum();
             assert!(total > 0 || batch.iter().all(u8::is_ascii_whitespace) || prepared.tables.is_empty());
         }
@@ -200,6 +205,7 @@ fn check_batch(schema: &Schema, options: &Options, batch: &[u8]) {
             assert!(!report.ok, "prepare refused a batch validate accepted");
             assert_eq!(refused.to_json(), json);
             assert!(prepare_rows(schema, options, batch).is_err());
+            assert!(prepare_reference(schema, options, batch).is_err());
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::Options;
-use crate::record::{RecordCtx, Row, Rows, parse_record};
+use crate::record::{Keep, RecordCtx, Row, Rows, parse_record};
 use crate::value::Val;
 use crate::report::{
     ErrorCode, ErrorSink, LimitDetail, Position, Report, Rules, Stats, TableStat,
@@ -30,10 +30,10 @@ struct Counts {
     blank_lines: u64,
 }
 
-/// Validates `bytes`; `keep_values` keeps each row's values for Arrow output.
-pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep_values: bool) -> Outcome<'a> {
+/// Validates `bytes`, the rows keeping `keep` of their values.
+pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
-    let mut accepted = Accepted::new(schema, options.mode, keep_values);
+    let mut accepted = Accepted::new(schema, options.mode, keep);
     let limits = &options.limits;
     let counts = if bytes.len() as u64 > limits.max_batch_bytes {
         sink.push_limit(

@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::options::{Mode, Options};
-use crate::record::{Row, Rows, unique_key};
+use crate::record::{Keep, Row, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -30,8 +30,8 @@ use crate::value::Val;
 pub struct Accepted<'s, 'a> {
     schema: &'s Schema,
     mode: Mode,
-    /// Keep each row's values (for Arrow output); validation drops them.
-    keep_values: bool,
+    /// What rows keep of their values.
+    keep: Keep,
     rows: Vec<Rows<'a>>,
     tables: Vec<TableChecks<'a>>,
     /// The row being pushed: the rendered tuple of each `@unique` of its
@@ -160,12 +160,12 @@ impl<'a> Tallies<'a> {
 }
 
 impl<'s, 'a> Accepted<'s, 'a> {
-    pub fn new(schema: &'s Schema, mode: Mode, keep_values: bool) -> Self {
+    pub fn new(schema: &'s Schema, mode: Mode, keep: Keep) -> Self {
         Accepted {
             schema,
             mode,
-            keep_values,
-            rows: schema.types.iter().map(|def| Rows::new(def.props.len(), def.uniques.len())).collect(),
+            keep,
+            rows: schema.types.iter().map(|def| Rows::new(def, keep)).collect(),
             tuples: Vec::new(),
             tables: schema
                 .types
@@ -184,9 +184,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
         }
     }
 
-    /// Whether rows keep their values (for Arrow output).
+    /// Whether rows are given whole values (blobs, vectors and lists built).
     pub fn keeps_values(&self) -> bool {
-        self.keep_values
+        self.keep.values()
     }
 
     /// Takes an accepted row of table `t`, whose values are `values` (taken
@@ -231,11 +231,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             table.arrow_bytes += row.arrow_bytes;
             table.keyed_bytes += keyed_parse_bytes(&row);
         }
-        if self.keep_values {
-            self.rows[t].push(row, values.drain(..), self.tuples.drain(..));
-        } else {
-            self.rows[t].push(row, std::iter::empty(), self.tuples.drain(..));
-        }
+        self.rows[t].push(def, row, values, self.tuples.drain(..));
         if let (Some(from), Some(to)) = (def.from, def.to) {
             for (end, node_type) in [(End::From, from), (End::To, to)] {
                 self.pending[node_type].push(Unresolved { table: t, row: i, end });
@@ -336,7 +332,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             if dead.is_empty() {
                 continue;
             }
-            rows.remove_flagged(&dead);
+            rows.remove_flagged(def, &dead);
             table.tallies = Tallies::over(def, rows);
             table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
             table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();

@@ -16,6 +16,7 @@ pub mod abi;
 mod arrow_out;
 mod batch;
 mod checks;
+mod columns;
 mod fast;
 mod json;
 pub mod limits;
@@ -51,10 +52,11 @@ pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `batch::differential`), for tests and fuzz targets only.
 #[doc(hidden)]
 pub use batch::differential;
+use record::Keep;
 
 /// Validates a batch and returns the report (SPEC §3).
 pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {
-    batch::run(schema, options, batch, false).report
+    batch::run(schema, options, batch, Keep::Nothing).report
 }
 
 /// One touched table of an accepted batch.
@@ -97,7 +99,7 @@ pub fn prepare_rows_after(
     batch: &[u8],
     head: impl FnOnce(&Report, usize) -> Vec<u8>,
 ) -> Result<(Report, Vec<u8>), Report> {
-    let outcome = batch::run(schema, options, batch, true);
+    let outcome = batch::run(schema, options, batch, Keep::Columns);
     if !outcome.report.ok {
         return Err(outcome.report);
     }
@@ -107,10 +109,23 @@ pub fn prepare_rows_after(
 }
 
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
-/// host. A rejected batch gives its report and no output.
+/// host: its canonical rows ([`prepare_rows`]) as Arrow IPC per table. A
+/// rejected batch gives its report and no output.
 #[cfg(feature = "arrow")]
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    let outcome = batch::run(schema, options, batch, true);
+    let (report, rows) = prepare_rows(schema, options, batch)?;
+    let batches = batches_from_rows(schema, rows).expect("the validator's own canonical rows decode");
+    Ok(Prepared { report, tables: batches.into_iter().map(PreparedBatch::into_table).collect() })
+}
+
+/// [`prepare`] by another road, for tests and fuzz targets to compare
+/// with: every row keeps its values and arrow-rs's builders make the
+/// columns from them (`arrow_out`), where `prepare` writes Arrow's buffers
+/// itself as rows arrive (`columns`, `rows::encode_into`).
+#[cfg(feature = "arrow")]
+#[doc(hidden)]
+pub fn prepare_reference(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
+    let outcome = batch::run(schema, options, batch, Keep::Values);
     if !outcome.report.ok {
         return Err(outcome.report);
     }

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use crate::columns::Columns;
 use crate::json::{Cursor, JsonError, Kind, KeySet};
 use crate::report::{ErrorCode, ErrorSink, Position, TableKind, echo, pointer_segment};
 use crate::rows::row_arrow_bytes;
@@ -33,17 +34,20 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// batch of a few lines (a fresh wasm instance each) allocates little.
 const FIRST_CHUNK_ROWS: usize = 8;
 
-/// One table's rows in line order and, when Arrow output is wanted, their
-/// values, kept in fixed-size chunks: growing never moves a row, so a table
-/// of 100k rows is written once instead of copied into ever larger buffers
-/// (the copies and their page faults were 15 % of validating the benchmark
-/// batch), and memory stays within one chunk of what the rows need. A
-/// chunk's values are one buffer, `width` (the table's property count) per
-/// row, so keeping values allocates nothing per row and Arrow columns read
-/// them in order. The rendered `@unique` tuples of each row are kept the
-/// same way (the batch checks count them again if a row of the table dies).
+/// One table's rows in line order and what they keep of their values
+/// ([`Keep`]): nothing when validating, Arrow columns written as the rows
+/// arrive for `prepare`, the values themselves for the reference
+/// `prepare`. Rows (and kept values) are in fixed-size chunks: growing
+/// never moves a row, so a table of 100k rows is written once instead of
+/// copied into ever larger buffers (the copies and their page faults were
+/// 15 % of validating the benchmark batch), and memory stays within one
+/// chunk of what the rows need. A chunk's values are one buffer, `width`
+/// (the table's property count) per row. The rendered `@unique` tuples of
+/// each row are kept the same way (the batch checks count them again if a
+/// row of the table dies).
 #[derive(Debug)]
 pub struct Rows<'a> {
+    keep: Keep,
     width: usize,
     /// Tuples per row: the table's `@unique` count.
     tuple_width: usize,
@@ -51,6 +55,28 @@ pub struct Rows<'a> {
     per_chunk: usize,
     chunks: Vec<Chunk<'a>>,
     len: usize,
+    /// The rows' property columns (`Keep::Columns`).
+    columns: Option<Columns>,
+}
+
+/// What a table keeps of its rows' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing: validation (blobs, vectors and lists are only measured).
+    Nothing,
+    /// Their Arrow columns, written as the rows arrive (`prepare`).
+    Columns,
+    /// The values themselves, for [`crate::prepare_reference`] to build
+    /// Arrow from with arrow-rs's builders.
+    #[cfg(feature = "arrow")]
+    Values,
+}
+
+impl Keep {
+    /// Whether whole values are read (blobs, vectors and lists built).
+    pub fn values(self) -> bool {
+        self != Keep::Nothing
+    }
 }
 
 #[derive(Debug)]
@@ -61,12 +87,21 @@ struct Chunk<'a> {
 }
 
 impl<'a> Rows<'a> {
-    /// Rows of a table with `width` properties and `tuple_width` `@unique`s.
-    pub fn new(width: usize, tuple_width: usize) -> Self {
+    /// Rows of table `def` (its `@unique` tuples kept too), keeping `keep`
+    /// of their values.
+    pub fn new(def: &TypeDef, keep: Keep) -> Self {
+        let (width, tuple_width) = (def.props.len(), def.uniques.len());
+        let chunk_values = if matches!(keep, Keep::Nothing | Keep::Columns) { 0 } else { width };
         let row_bytes = std::mem::size_of::<Row>()
-            + width * std::mem::size_of::<Val>()
+            + chunk_values * std::mem::size_of::<Val>()
             + tuple_width * std::mem::size_of::<Option<Cow<str>>>();
-        Rows { width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0 }
+        let columns = (keep == Keep::Columns).then(|| Columns::new(def));
+        Rows { keep, width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0, columns }
+    }
+
+    /// The rows' columns, when they write them (`Keep::Columns`).
+    pub fn columns(&self) -> Option<&Columns> {
+        self.columns.as_ref()
     }
 
     pub fn len(&self) -> usize {
@@ -77,10 +112,31 @@ impl<'a> Rows<'a> {
         self.len == 0
     }
 
-    /// Appends a row, its values (`width` of them, or none at all when the
-    /// rows are only validated: then [`Rows::with_values`] may not be
-    /// called) and its `@unique` tuples (`tuple_width` of them).
+    /// Appends a row of `def` (this table's type), what the rows keep of its
+    /// `values` (taken from the buffer only when kept whole; otherwise left
+    /// there for the next record to overwrite) and its `@unique` tuples
+    /// (`tuple_width` of them).
     pub fn push(
+        &mut self,
+        def: &TypeDef,
+        row: Row<'a>,
+        values: &mut Vec<Val<'a>>,
+        tuples: impl ExactSizeIterator<Item = Option<Cow<'a, str>>>,
+    ) {
+        match self.keep {
+            Keep::Nothing => self.push_row(row, std::iter::empty(), tuples),
+            Keep::Columns => {
+                self.columns.as_mut().expect("rows that write columns have them").push(def, values);
+                self.push_row(row, std::iter::empty(), tuples);
+            }
+            #[cfg(feature = "arrow")]
+            Keep::Values => self.push_row(row, values.drain(..), tuples),
+        }
+    }
+
+    /// Appends a row, its values (`width` of them, or none when they are
+    /// not kept whole) and its tuples to the last chunk.
+    fn push_row(
         &mut self,
         row: Row<'a>,
         values: impl ExactSizeIterator<Item = Val<'a>>,
@@ -118,7 +174,8 @@ impl<'a> Rows<'a> {
         self.chunks.iter().flat_map(|chunk| &chunk.rows)
     }
 
-    /// Each row with its values (rows pushed with their values only).
+    /// Each row with its values (`Keep::Values` only).
+    #[cfg(feature = "arrow")]
     pub fn with_values(&self) -> impl Iterator<Item = (&Row<'a>, &[Val<'a>])> + Clone {
         self.with_each(self.width, |chunk| &chunk.values)
     }
@@ -140,18 +197,21 @@ impl<'a> Rows<'a> {
         })
     }
 
-    /// Keeps the rows whose flag (one per row) is false, with their values
-    /// and tuples.
-    pub fn remove_flagged(&mut self, flags: &[bool]) {
+    /// Keeps the rows (of table `def`) whose flag (one per row) is false,
+    /// with what they keep of their values and their tuples.
+    pub fn remove_flagged(&mut self, def: &TypeDef, flags: &[bool]) {
+        if let Some(columns) = &mut self.columns {
+            columns.remove_flagged(def, flags);
+        }
+        let mut kept = Rows { columns: self.columns.take(), ..Rows::new(def, self.keep) };
         let mut flags = flags.iter();
-        let mut kept = Rows::new(self.width, self.tuple_width);
         for chunk in std::mem::take(&mut self.chunks) {
             let (mut values, mut tuples) = (chunk.values.into_iter(), chunk.tuples.into_iter());
             for row in chunk.rows {
                 let row_values: Vec<Val<'a>> = values.by_ref().take(self.width).collect();
                 let row_tuples: Vec<Option<Cow<'a, str>>> = tuples.by_ref().take(self.tuple_width).collect();
                 if !*flags.next().expect("one flag per row") {
-                    kept.push(row, row_values.into_iter(), row_tuples.into_iter());
+                    kept.push_row(row, row_values.into_iter(), row_tuples.into_iter());
                 }
             }
         }
@@ -742,21 +802,28 @@ mod tests {
         }
     }
 
+    fn table() -> Schema {
+        Schema::compile("node T { a: U64? @unique  b: I64? }").expect("compiles")
+    }
+
     #[test]
+    #[cfg(feature = "arrow")]
     fn rows_keep_line_order_and_values_across_chunks() {
+        let schema = table();
+        let def = &schema.types[0];
         let values = |line: u64| [Val::UInt(line), Val::Int(-(line as i64))];
         let tuple = |line: u64| [Some(Cow::Owned(line.to_string()))];
-        let mut rows = Rows::new(2, 1);
+        let mut rows = Rows::new(def, Keep::Values);
         let n = rows.per_chunk as u64 * 3 + 7;
         for line in 0..n {
-            rows.push(row(line), values(line).into_iter(), tuple(line).into_iter());
+            rows.push(def, row(line), &mut values(line).to_vec(), tuple(line).into_iter());
         }
         assert_eq!(rows.len() as u64, n);
         assert!((0..n).all(|i| rows[i as usize].line == i));
         assert!(rows.with_values().all(|(row, v)| v == values(row.line)));
         assert!(rows.with_tuples().all(|(row, t)| t == tuple(row.line)));
         let flags: Vec<bool> = (0..n).map(|i| i % 3 == 1).collect();
-        rows.remove_flagged(&flags);
+        rows.remove_flagged(def, &flags);
         let kept: Vec<u64> = (0..n).filter(|i| i % 3 != 1).collect();
         assert_eq!(rows.len(), kept.len());
         assert!(rows.iter().map(|r| r.line).eq(kept.iter().copied()));
@@ -766,15 +833,22 @@ mod tests {
     }
 
     #[test]
-    fn rows_validated_only_keep_no_values() {
-        let mut rows = Rows::new(3, 0);
-        let n = rows.per_chunk + 1;
-        for line in 0..n as u64 {
-            rows.push(row(line), std::iter::empty(), std::iter::empty());
+    fn rows_validated_or_written_as_columns_keep_no_values() {
+        let schema = table();
+        let def = &schema.types[0];
+        for keep in [Keep::Nothing, Keep::Columns] {
+            let mut rows = Rows::new(def, keep);
+            let n = rows.per_chunk + 1;
+            let mut values = vec![Val::UInt(1), Val::Null];
+            for line in 0..n as u64 {
+                rows.push(def, row(line), &mut values, [None].into_iter());
+                assert_eq!(values.len(), 2, "values not kept whole stay for the next record");
+            }
+            assert_eq!(rows.chunks.len(), 2);
+            assert!(rows.chunks.iter().all(|chunk| chunk.values.capacity() == 0));
+            rows.remove_flagged(def, &vec![false; n]);
+            assert_eq!(rows.len(), n);
+            assert_eq!(rows.columns().is_some(), keep == Keep::Columns);
         }
-        assert_eq!(rows.chunks.len(), 2);
-        assert!(rows.chunks.iter().all(|chunk| chunk.values.capacity() == 0));
-        rows.remove_flagged(&vec![false; n]);
-        assert_eq!(rows.len(), n);
     }
 }

@@ -24,7 +24,7 @@ pub const ID_COLUMN: &str = "_id";
 pub const SRC_COLUMN: &str = "_src";
 pub const DST_COLUMN: &str = "_dst";
 
-fn fixed_width(ty: &ValueType) -> u64 {
+pub(crate) fn fixed_width(ty: &ValueType) -> u64 {
     match ty {
         ValueType::Bool => 1,
         ValueType::I32 | ValueType::U32 | ValueType::F32 | ValueType::Date => 4,
@@ -89,7 +89,7 @@ pub fn keyed_parse_bytes(row: &Row<'_>) -> u64 {
 /// Appends the parts of the encoding to `bytes`, each 8-byte aligned
 /// relative to `start`, where the encoding begins (whatever `bytes` held
 /// before it, such as the artifact's result header, is left as it is).
-struct Out<'o> {
+pub(crate) struct Out<'o> {
     bytes: &'o mut Vec<u8>,
     start: usize,
 }
@@ -101,7 +101,7 @@ impl Out<'_> {
     }
 
     /// A buffer: its length as a `u64`, what `write` appends, zero padding.
-    fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+    pub(crate) fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         let at = self.bytes.len();
         self.bytes.extend_from_slice(&[0; 8]);
         write(self.bytes);
@@ -123,7 +123,7 @@ impl Out<'_> {
     }
 
     /// The validity buffer of a column that has no nulls.
-    fn no_nulls(&mut self) {
+    pub(crate) fn no_nulls(&mut self) {
         self.buffer(|_| {});
     }
 
@@ -170,87 +170,8 @@ fn bits(out: &mut Vec<u8>, flags: impl Iterator<Item = bool>) -> bool {
     all
 }
 
-/// A fixed-width scalar's little-endian bytes; zeros for a null, as
-/// Arrow's builders write.
-fn put_scalar(out: &mut Vec<u8>, ty: &ValueType, v: &Val<'_>) {
-    match (ty, v) {
-        (ValueType::I32, Val::Int(i)) => out.extend_from_slice(&(*i as i32).to_le_bytes()),
-        (ValueType::U32, Val::Int(i)) => out.extend_from_slice(&(*i as u32).to_le_bytes()),
-        (ValueType::I64, Val::Int(i)) => out.extend_from_slice(&i.to_le_bytes()),
-        (ValueType::U64, Val::UInt(u)) => out.extend_from_slice(&u.to_le_bytes()),
-        (ValueType::F32, Val::F32(f)) => out.extend_from_slice(&f.to_le_bytes()),
-        (ValueType::F64, Val::F64(f)) => out.extend_from_slice(&f.to_le_bytes()),
-        (ValueType::Date, Val::Date(d)) => out.extend_from_slice(&d.to_le_bytes()),
-        (ValueType::DateTime, Val::Timestamp(t)) => out.extend_from_slice(&t.to_le_bytes()),
-        _ => out.resize(out.len() + fixed_width(ty) as usize, 0),
-    }
-}
-
-/// The buffers of a column of scalar type `ty` after its validity.
-fn scalar_column(out: &mut Out, ty: &ValueType, cells: &[&Val<'_>]) {
-    match ty {
-        ValueType::String | ValueType::Enum(_) => out.variable(
-            false,
-            cells.iter().map(|v| match v {
-                Val::Str(s) => s.as_bytes(),
-                _ => &[],
-            }),
-        ),
-        ValueType::Blob => out.variable(
-            true,
-            cells.iter().map(|v| match v {
-                Val::Blob(b) => b.as_slice(),
-                _ => &[],
-            }),
-        ),
-        ValueType::Bool => out.buffer(|out| {
-            bits(out, cells.iter().map(|v| matches!(v, Val::Bool(true))));
-        }),
-        ValueType::Vector(_) | ValueType::List(_) => unreachable!("{} is not a scalar column", ty.canonical()),
-        _ => out.buffer(|out| cells.iter().for_each(|v| put_scalar(out, ty, v))),
-    }
-}
-
-/// One property's column (`cells`, one per row): its validity, then its
-/// buffers. A vector's items are a child column (null where the row is); a
-/// list's are its offsets, then a child column of the items (never null),
-/// gathered in `items`.
-fn column<'v, 'a>(out: &mut Out, ty: &ValueType, cells: &[&'v Val<'a>], items: &mut Vec<&'v Val<'a>>) {
-    out.validity(cells.iter().map(|v| !matches!(v, Val::Null)));
-    match ty {
-        ValueType::Vector(n) => {
-            let n = *n as usize;
-            out.validity(cells.iter().flat_map(|v| std::iter::repeat_n(!matches!(v, Val::Null), n)));
-            out.buffer(|out| {
-                for v in cells {
-                    match v {
-                        Val::Vector(items) => items.iter().for_each(|f| out.extend_from_slice(&f.to_le_bytes())),
-                        _ => out.resize(out.len() + 4 * n, 0),
-                    }
-                }
-            });
-        }
-        ValueType::List(item) => {
-            items.clear();
-            out.buffer(|out| {
-                out.extend_from_slice(&0i32.to_le_bytes());
-                for v in cells {
-                    if let Val::List(list) = v {
-                        items.extend(list);
-                    }
-                    let end = i32::try_from(items.len()).expect("a list column holds under 2^31 items");
-                    out.extend_from_slice(&end.to_le_bytes());
-                }
-            });
-            out.no_nulls();
-            scalar_column(out, item, items);
-        }
-        _ => scalar_column(out, ty, cells),
-    }
-}
-
-/// Encodes the rows of every touched table (rows kept with their values)
-/// as Arrow columns: what the host wraps into arrays without reading a
+/// Encodes the rows of every touched table (rows that wrote their columns,
+/// `Keep::Columns`) as Arrow columns: what the host wraps into arrays without reading a
 /// value (ABI v4; v3 tagged every value and the host decoded them one by
 /// one into rows, then built Arrow from those).
 ///
@@ -273,7 +194,6 @@ pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
     bytes.reserve_exact(encoded_capacity(schema, tables));
     let mut out = Out { start: bytes.len(), bytes };
     out.pair(tables.iter().filter(|rows| !rows.is_empty()).count(), 0);
-    let (mut cells, mut items) = (Vec::new(), Vec::new());
     for ((t, rows), def) in tables.iter().enumerate().zip(&schema.types).filter(|((_, rows), _)| !rows.is_empty()) {
         out.pair(t, rows.len());
         out.buffer(|out| rows.iter().for_each(|row| out.extend_from_slice(&row.line.to_le_bytes())));
@@ -285,11 +205,7 @@ pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
             out.no_nulls();
             out.variable(false, rows.iter().map(|row| row.dst.as_bytes()));
         }
-        for (i, p) in def.props.iter().enumerate() {
-            cells.clear();
-            cells.extend(rows.with_values().map(|(_, values)| &values[i]));
-            column(&mut out, &p.ty, &cells, &mut items);
-        }
+        rows.columns().expect("prepared rows write their columns").write(def, &mut out);
     }
 }
 

@@ -1,0 +1,298 @@
+//! A table's property columns written as its rows arrive (`prepare`): each
+//! value goes into its column's Arrow buffers while the record is still in
+//! cache, so rows keep no values, and the canonical rows
+//! (`rows::encode_into`) copy the buffers out instead of walking every row
+//! again. Rows that die later (folded away, refused) are dropped from the
+//! columns by [`Columns::remove_flagged`], which rewrites them.
+
+use crate::rows::Out;
+use crate::schema::{TypeDef, ValueType};
+use crate::value::Val;
+
+/// An Arrow bitmap being written, least significant bit first.
+#[derive(Debug, Default)]
+struct Bits {
+    bytes: Vec<u8>,
+    len: usize,
+    unset: usize,
+}
+
+impl Bits {
+    fn push(&mut self, flag: bool) {
+        if self.len.is_multiple_of(8) {
+            self.bytes.push(0);
+        }
+        if let Some(last) = self.bytes.last_mut() {
+            *last |= u8::from(flag) << (self.len % 8);
+        }
+        self.len += 1;
+        self.unset += usize::from(!flag);
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.bytes[i / 8] >> (i % 8) & 1 == 1
+    }
+}
+
+/// A column's buffers after its validity, by Arrow type.
+#[derive(Debug)]
+enum Payload {
+    /// Utf8 and enums (`i32` offsets) or LargeBinary (`wide`: `i64`), each
+    /// offset written as it is final; a null adds an empty value.
+    Variable { wide: bool, offsets: Vec<u8>, data: Vec<u8> },
+    Bool(Bits),
+    /// Fixed-width scalars and a vector's items: `width` bytes per value,
+    /// zeros where null (as Arrow's builders write).
+    Fixed { width: usize, bytes: Vec<u8> },
+    /// A list's item offsets (`i32`) and its items, never null.
+    List { offsets: Vec<u8>, len: usize, items: Box<Payload> },
+}
+
+impl Payload {
+    fn new(ty: &ValueType) -> Payload {
+        match ty {
+            ValueType::String | ValueType::Enum(_) => Payload::Variable { wide: false, offsets: 0i32.to_le_bytes().to_vec(), data: Vec::new() },
+            ValueType::Blob => Payload::Variable { wide: true, offsets: 0i64.to_le_bytes().to_vec(), data: Vec::new() },
+            ValueType::Bool => Payload::Bool(Bits::default()),
+            ValueType::List(item) => Payload::List { offsets: 0i32.to_le_bytes().to_vec(), len: 0, items: Box::new(Payload::new(item)) },
+            fixed => Payload::Fixed { width: crate::rows::fixed_width(fixed) as usize, bytes: Vec::new() },
+        }
+    }
+
+    fn push(&mut self, ty: &ValueType, v: &Val<'_>) {
+        match self {
+            Payload::Variable { wide, offsets, data } => {
+                match v {
+                    Val::Str(s) => data.extend_from_slice(s.as_bytes()),
+                    Val::Blob(b) => data.extend_from_slice(b),
+                    _ => {}
+                }
+                push_offset(offsets, *wide, data.len());
+            }
+            Payload::Bool(bits) => bits.push(matches!(v, Val::Bool(true))),
+            Payload::Fixed { width, bytes } => match v {
+                Val::Vector(items) => items.iter().for_each(|f| bytes.extend_from_slice(&f.to_le_bytes())),
+                Val::Null => bytes.resize(bytes.len() + *width, 0),
+                _ => bytes.extend_from_slice(&scalar_bytes(ty, v)[..*width]),
+            },
+            Payload::List { offsets, len, items } => {
+                let ValueType::List(item) = ty else { unreachable!("a list column holds lists") };
+                if let Val::List(list) = v {
+                    list.iter().for_each(|i| items.push(item, i));
+                    *len += list.len();
+                }
+                push_offset(offsets, false, *len);
+            }
+        }
+    }
+
+    /// Appends value `i` of `self` to `into` (a payload of the same type).
+    fn copy_value(&self, i: usize, into: &mut Payload) {
+        match (self, into) {
+            (Payload::Variable { wide, offsets, data }, Payload::Variable { offsets: to_offsets, data: to_data, .. }) => {
+                let (start, end) = (offset_at(offsets, *wide, i), offset_at(offsets, *wide, i + 1));
+                to_data.extend_from_slice(&data[start..end]);
+                push_offset(to_offsets, *wide, to_data.len());
+            }
+            (Payload::Bool(bits), Payload::Bool(to)) => to.push(bits.get(i)),
+            (Payload::Fixed { width, bytes }, Payload::Fixed { bytes: to, .. }) => {
+                to.extend_from_slice(&bytes[i * width..(i + 1) * width]);
+            }
+            (Payload::List { offsets, items, .. }, Payload::List { offsets: to_offsets, len: to_len, items: to_items }) => {
+                let (start, end) = (offset_at(offsets, false, i), offset_at(offsets, false, i + 1));
+                (start..end).for_each(|j| items.copy_value(j, to_items));
+                *to_len += end - start;
+                push_offset(to_offsets, false, *to_len);
+            }
+            _ => unreachable!("values are copied between columns of one type"),
+        }
+    }
+
+    /// The buffers, as `rows::decode` reads them after the validity.
+    fn write(&self, out: &mut Out) {
+        match self {
+            Payload::Variable { offsets, data, .. } => {
+                out.buffer(|o| o.extend_from_slice(offsets));
+                out.buffer(|o| o.extend_from_slice(data));
+            }
+            Payload::Bool(bits) => out.buffer(|o| o.extend_from_slice(&bits.bytes)),
+            Payload::Fixed { bytes, .. } => out.buffer(|o| o.extend_from_slice(bytes)),
+            Payload::List { offsets, items, .. } => {
+                out.buffer(|o| o.extend_from_slice(offsets));
+                // The items' validity: none is null.
+                out.no_nulls();
+                items.write(out);
+            }
+        }
+    }
+}
+
+/// A present fixed-width scalar's little-endian bytes (the first
+/// `fixed_width` of them).
+fn scalar_bytes(ty: &ValueType, v: &Val<'_>) -> [u8; 8] {
+    let mut out = [0; 8];
+    let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
+    match (ty, v) {
+        (ValueType::I32, Val::Int(i)) => put(&(*i as i32).to_le_bytes()),
+        (ValueType::U32, Val::Int(i)) => put(&(*i as u32).to_le_bytes()),
+        (ValueType::I64, Val::Int(i)) => put(&i.to_le_bytes()),
+        (ValueType::U64, Val::UInt(u)) => put(&u.to_le_bytes()),
+        (ValueType::F32, Val::F32(f)) => put(&f.to_le_bytes()),
+        (ValueType::F64, Val::F64(f)) => put(&f.to_le_bytes()),
+        (ValueType::Date, Val::Date(d)) => put(&d.to_le_bytes()),
+        (ValueType::DateTime, Val::Timestamp(t)) => put(&t.to_le_bytes()),
+        _ => unreachable!("a validated {} value", ty.canonical()),
+    }
+    out
+}
+
+fn push_offset(offsets: &mut Vec<u8>, wide: bool, end: usize) {
+    match wide {
+        true => offsets.extend_from_slice(&(end as i64).to_le_bytes()),
+        false => {
+            let end = i32::try_from(end).expect("an Arrow string or list column holds under 2 GiB");
+            offsets.extend_from_slice(&end.to_le_bytes());
+        }
+    }
+}
+
+fn offset_at(offsets: &[u8], wide: bool, i: usize) -> usize {
+    match wide {
+        true => i64::from_le_bytes(offsets[8 * i..8 * i + 8].try_into().expect("8 bytes")) as usize,
+        false => i32::from_le_bytes(offsets[4 * i..4 * i + 4].try_into().expect("4 bytes")) as usize,
+    }
+}
+
+#[derive(Debug)]
+struct Column {
+    valid: Bits,
+    payload: Payload,
+}
+
+/// The property columns of one table, in catalog order.
+#[derive(Debug)]
+pub struct Columns {
+    columns: Vec<Column>,
+}
+
+impl Columns {
+    pub fn new(def: &TypeDef) -> Columns {
+        let columns = def.props.iter().map(|p| Column { valid: Bits::default(), payload: Payload::new(&p.ty) }).collect();
+        Columns { columns }
+    }
+
+    /// Appends a row's values (one per property of `def`).
+    pub fn push(&mut self, def: &TypeDef, values: &[Val<'_>]) {
+        debug_assert_eq!(values.len(), self.columns.len(), "a row has every value");
+        for ((column, p), v) in self.columns.iter_mut().zip(&def.props).zip(values) {
+            column.valid.push(!matches!(v, Val::Null));
+            column.payload.push(&p.ty, v);
+        }
+    }
+
+    /// Keeps the rows whose flag (one per row) is false.
+    pub fn remove_flagged(&mut self, def: &TypeDef, flags: &[bool]) {
+        for (column, p) in self.columns.iter_mut().zip(&def.props) {
+            let mut kept = Column { valid: Bits::default(), payload: Payload::new(&p.ty) };
+            for (i, _) in flags.iter().enumerate().filter(|(_, dead)| !**dead) {
+                kept.valid.push(column.valid.get(i));
+                column.payload.copy_value(i, &mut kept.payload);
+            }
+            *column = kept;
+        }
+    }
+
+    /// Writes each column as `rows::decode` reads it: its validity (empty
+    /// when no value is null), then its buffers; a vector's items are a
+    /// child column, null where the row's vector is.
+    pub fn write(&self, def: &TypeDef, out: &mut Out) {
+        for (column, p) in self.columns.iter().zip(&def.props) {
+            let validity = |out: &mut Out, valid: &Bits| match valid.unset {
+                0 => out.no_nulls(),
+                _ => out.buffer(|o| o.extend_from_slice(&valid.bytes)),
+            };
+            validity(out, &column.valid);
+            if let ValueType::Vector(n) = p.ty {
+                let mut items = Bits::default();
+                if column.valid.unset > 0 {
+                    for i in 0..column.valid.len {
+                        (0..n).for_each(|_| items.push(column.valid.get(i)));
+                    }
+                }
+                validity(out, &items);
+            }
+            column.payload.write(out);
+        }
+    }
+}
+
+#[cfg(all(test, feature = "arrow"))]
+mod tests {
+    use std::borrow::Cow;
+
+    use crate::record::{Keep, Row, Rows};
+    use crate::schema::Schema;
+    use crate::value::Val;
+
+    /// A value of every property type, null for some rows.
+    fn value(row: usize, prop: usize) -> Val<'static> {
+        if (row + prop).is_multiple_of(4) {
+            return Val::Null;
+        }
+        match prop {
+            0 => Val::Str(Cow::Owned(format!("s{row}"))),
+            1 => Val::Str(Cow::Borrowed(if row % 2 == 0 { "x" } else { "yy" })),
+            2 => Val::Blob(vec![row as u8; row % 5]),
+            3 => Val::Bool(row % 3 == 1),
+            4 => Val::Int(row as i64 * 7 - 100),
+            5 => Val::UInt(u64::MAX - row as u64),
+            6 => Val::F32(row as f32 / 3.0),
+            7 => Val::Date(row as i32 * 1000 - 5000),
+            8 => Val::Timestamp(row as i64 * 1_000_003),
+            9 => Val::Vector(vec![row as f32, 1.5, -2.0]),
+            10 => Val::List((0..row % 4).map(|j| Val::Str(Cow::Owned(format!("{row}.{j}")))).collect()),
+            11 => Val::List((0..row % 3).map(|j| Val::Int(j as i64 - row as i64)).collect()),
+            _ => Val::List((0..row % 5).map(|j| Val::Bool(j % 2 == 1)).collect()),
+        }
+    }
+
+    /// Columns written as rows arrive, some rows removed afterwards (as
+    /// folding does), decode to the record batch arrow-rs's builders make
+    /// of the same rows' values.
+    #[test]
+    fn written_columns_are_arrow_rs_columns_after_removals() {
+        let schema = Schema::compile(
+            "node T { s: String?  e: enum(x, yy)?  b: Blob?  t: Bool?  i: I32?  u: U64?  f: F32?  d: Date?  \
+             ts: DateTime?  v: Vector(3)?  l: [String]?  n: [I64]?  z: [Bool]? }",
+        )
+        .expect("compiles");
+        let def = &schema.types[0];
+        let n = 61;
+        let (mut written, mut kept) = (Rows::new(def, Keep::Columns), Rows::new(def, Keep::Values));
+        for r in 0..n {
+            let row = Row {
+                line: r as u64 + 1,
+                offset: 0,
+                id: (r % 5 != 0).then(|| Cow::Owned(format!("id{r}"))),
+                src: Cow::Borrowed(""),
+                dst: Cow::Borrowed(""),
+                arrow_bytes: 0,
+            };
+            let mut values: Vec<Val> = (0..def.props.len()).map(|p| value(r, p)).collect();
+            written.push(def, row.clone(), &mut values.clone(), std::iter::empty());
+            kept.push(def, row, &mut values, std::iter::empty());
+        }
+        let expected = |rows: &Rows| crate::arrow_out::record_batch(def, rows).expect("builds");
+        let decoded = |rows: &Rows| {
+            let mut bytes = Vec::new();
+            crate::rows::encode_into(&schema, std::slice::from_ref(rows), &mut bytes);
+            crate::rows::decode(&schema, bytes.into()).expect("decodes").remove(0).2
+        };
+        assert_eq!(decoded(&written), expected(&kept));
+        let dead: Vec<bool> = (0..n).map(|r| r % 3 == 0 || r == n - 1).collect();
+        written.remove_flagged(def, &dead);
+        kept.remove_flagged(def, &dead);
+        assert_eq!(written.len(), kept.len());
+        assert_eq!(decoded(&written), expected(&kept));
+    }
+}
