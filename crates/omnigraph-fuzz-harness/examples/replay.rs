@@ -10,8 +10,7 @@ fn main() {
         std::process::exit(2);
     };
     let mut ran = 0;
-    for entry in std::fs::read_dir(&dir).expect("readable directory") {
-        let path = entry.expect("directory entry").path();
+    for path in omnigraph_fuzz_harness::input_files(dir.as_ref()) {
         let data = std::fs::read(&path).expect("readable input");
         omnigraph_fuzz_harness::run(&target, &data);
         ran += 1;

@@ -217,6 +217,20 @@ fn check_counts(report: &Report, options: &Options) {
     assert_eq!(report.ok, report.error_count == 0, "ok means no errors");
 }
 
+/// The kept inputs' folder: `fuzz/regressions/<target>/`.
+pub fn regressions_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions")
+}
+
+/// The input files of a folder (a target's kept inputs or a corpus),
+/// sorted by path.
+pub fn input_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut files: Vec<PathBuf> = entries.map(|e| e.expect("directory entry").path()).collect();
+    files.sort();
+    files
+}
+
 /// The conformance corpus folder.
 pub fn vectors_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")

@@ -3,13 +3,9 @@
 //! corpus seed passes its target's invariants.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use omnigraph_fuzz_harness::{TARGETS, corpus_cases, run, seeds};
-
-fn regressions_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions")
-}
+use omnigraph_fuzz_harness::{TARGETS, corpus_cases, input_files, regressions_dir, run, seeds};
 
 /// The kept inputs of each target, sorted by path: `<target>/<file>`.
 fn kept_inputs() -> BTreeMap<&'static str, Vec<PathBuf>> {
@@ -24,12 +20,7 @@ fn kept_inputs() -> BTreeMap<&'static str, Vec<PathBuf>> {
     TARGETS
         .into_iter()
         .map(|target| {
-            let dir = root.join(target);
-            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .unwrap_or_else(|e| panic!("{}: {e}: every target keeps inputs", dir.display()))
-                .map(|e| e.unwrap().path())
-                .collect();
-            files.sort();
+            let files = input_files(&root.join(target));
             for path in &files {
                 assert!(path.is_file(), "{}: kept inputs are files", path.display());
             }

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use omnigraph_host::validator::{ARTIFACT, PrepareResult, RunnerConfig, ValidateOutcome, Validator};
 use arrow_ipc::reader::StreamReader;
-use omnigraph_fuzz_harness::{Validation, seeds, validations};
+use omnigraph_fuzz_harness::{Validation, input_files, regressions_dir, seeds, validations};
 use omnigraph_validate_wasm::{Options, PreparedBatch, PreparedTable, Schema, prepare, validate};
 
 /// Compiled once per test binary: Cranelift compilation is the slow part.
@@ -132,15 +132,12 @@ fn wasm_disagrees(v: &Validation<'_>) -> Option<String> {
 /// not keep) when that variable names one.
 fn fuzz_inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let mut inputs = seeds(target);
-    let mut dirs = vec![root().join("fuzz/regressions").join(target)];
+    let mut dirs = vec![regressions_dir().join(target)];
     if let Some(corpus) = std::env::var_os("OMNIGRAPH_FUZZ_CORPUS") {
         dirs.push(root().join(corpus).join(target));
     }
     for dir in dirs {
-        let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-        files.sort();
-        inputs.extend(files.into_iter().map(|f| (f.display().to_string(), fs::read(&f).unwrap())));
+        inputs.extend(input_files(&dir).into_iter().map(|f| (f.display().to_string(), fs::read(&f).unwrap())));
     }
     inputs
 }
