@@ -44,11 +44,15 @@ def ms(pattern):
     return float(re.search(pattern, text).group(1))
 native = ms(r"32 MiB batch: native ([0-9.]+) ms")
 node = ms(r"node validate 32MiB: median ([0-9.]+) ms")
-chromium_first = ms(r"chromium validate 32MiB: first ([0-9.]+) ms")
+chromium_cold = ms(r"chromium validate 32MiB cold: first ([0-9.]+) ms")
+chromium_page = ms(r"chromium validate 32MiB after the page's warm-up [^:]*: first ([0-9.]+) ms")
 def at_least(name, measured, goal):
     print(f"target {name} {measured:.2f} {goal} {'met' if measured >= goal else 'not met'}")
 at_least("node_vs_native", native / node, 0.9)
-at_least("chromium_first_call_vs_native", native / chromium_first, 0.8)
+# The upload page's first batch (its Worker warms the module first,
+# web/warm.js), and the module's very first call without that.
+at_least("chromium_page_first_call_vs_native", native / chromium_page, 0.8)
+at_least("chromium_cold_first_call_vs_native", native / chromium_cold, 0.8)
 kb = int(sys.argv[2]) / 1000
 print(f"target artifact_gzip_kb {kb:.1f} 400 {'met' if kb <= 400 else 'not met'}")
 PY

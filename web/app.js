@@ -189,6 +189,10 @@ worker.onmessage = ({ data }) => {
   } else if (data.kind === 'done') {
     localStorage.removeItem(state.uploadKey);
     showCommitted(data);
+  } else if (data.kind === 'warmed') {
+    // Not shown: a failed warm-up costs the first batch speed, nothing else.
+    document.body.dataset.warmUp = data.failed ? `failed: ${data.failed}` : `${Math.round(data.ms)} ms`;
+    if (data.failed) console.warn('validator warm-up failed', data.failed);
   }
 };
 

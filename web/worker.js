@@ -5,6 +5,7 @@
 // batch keys. Memory is one batch, never the file.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
 import { batchKey, catchUp, newRun, planFile, readBatch, readReport, fileLocation } from '/web/split.js';
+import { warmUp } from '/web/warm.js';
 
 let ready = null;
 let compiled = null;
@@ -15,7 +16,17 @@ const post = (message) => self.postMessage(message);
 self.onmessage = async ({ data }) => {
   try {
     if (data.kind === 'init') {
-      ready = init({ module_or_path: data.wasm });
+      // Warmed before any file is chosen, so the first one runs on
+      // optimised code (warm.js). A failed warm-up costs speed, not service.
+      ready = init({ module_or_path: data.wasm }).then(() => {
+        const start = performance.now();
+        try {
+          warmUp(compileSchema);
+          post({ kind: 'warmed', ms: performance.now() - start });
+        } catch (e) {
+          post({ kind: 'warmed', failed: String(e?.message ?? e) });
+        }
+      });
     } else if (data.kind === 'validate') {
       await validateFile(data);
     } else if (data.kind === 'upload') {

@@ -36,6 +36,11 @@ after(async () => {
 const statusText = () => page.evaluate(() => document.getElementById('status').textContent);
 const settled = () => page.waitForFunction(() => /is valid\.|error\(s\)/.test(document.getElementById('status').textContent), null, { timeout: 120_000 });
 
+test('the Worker warms the validator as the page opens, before a file is chosen (web/warm.js)', async () => {
+  await page.waitForFunction(() => document.body.dataset.warmUp !== undefined, null, { timeout: 60_000 });
+  assert.match(await page.evaluate(() => document.body.dataset.warmUp), /^\d+ ms$/);
+});
+
 test('a bad file shows its errors by line and code and cannot be uploaded', async () => {
   await page.screenshot({ path: join(ARTIFACTS, 'page-opened.png'), fullPage: true });
   await page.setInputFiles('#file', join(SAMPLES, 'people-bad.ndjson'));

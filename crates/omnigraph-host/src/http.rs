@@ -41,10 +41,11 @@ const INDEX_HTML: &str = include_str!("../../../web/index.html");
 
 /// Files under `/web/`: path, content type, bytes. The validator is the very
 /// artifact the host runs.
-const ASSETS: [(&str, &str, &[u8]); 6] = [
+const ASSETS: [(&str, &str, &[u8]); 7] = [
     ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/app.js")),
     ("worker.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/worker.js")),
     ("split.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/split.js")),
+    ("warm.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/warm.js")),
     ("style.css", "text/css; charset=utf-8", include_bytes!("../../../web/style.css")),
     ("pkg/web/validate.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/pkg/web/validate.js")),
     ("pkg/web/validate_bg.wasm", "application/wasm", crate::validator::ARTIFACT),
