@@ -12,6 +12,9 @@
 //! Each batch gets a fresh instance from a pre-instantiated template (pooling
 //! allocator: tens of microseconds), a memory cap and an epoch deadline. A
 //! trap becomes a typed error; the next batch starts from a clean instance.
+//! At most `max_instances` run at once: a call beyond that waits for a slot
+//! (up to its deadline, then `Busy`), so a burst of loads queues briefly
+//! instead of being refused after its body was read.
 //! Instances share no state: what a batch does not re-do is the schema
 //! compile. The artifact compiles each schema once (`og_compile`, in its own
 //! fresh instance) and the host hands that compiled form to every batch's
@@ -20,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -64,7 +67,7 @@ pub struct RunnerConfig {
     pub memory_limit: u64,
     /// Wall-clock budget of one call.
     pub deadline: Duration,
-    /// Instances that may run at once (pooling slots).
+    /// Instances that may run at once (pooling slots); more calls wait.
     pub max_instances: u32,
     /// Memory each pooling slot keeps mapped between batches.
     pub keep_resident: u64,
@@ -89,7 +92,7 @@ pub enum ValidatorError {
     MemoryLimit { limit: u64 },
     /// Any other trap (a bug in the validator).
     Trap(String),
-    /// No pooling slot was free.
+    /// No pooling slot came free within the deadline.
     Busy,
     /// The module answered outside the ABI.
     Abi(String),
@@ -146,8 +149,43 @@ impl Drop for Ticker {
     }
 }
 
+/// The pooling slots not in use: a call takes one before its instance is
+/// made and gives it back after its store is dropped, so instantiating
+/// never finds the pool full.
+struct Slots {
+    free: Mutex<u32>,
+    freed: Condvar,
+}
+
+/// One taken slot, given back on drop.
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    /// A slot, waiting up to `patience` for one (then `Busy`).
+    fn take(&self, patience: Duration) -> Result<Slot<'_>, ValidatorError> {
+        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut free, _) = self
+            .freed
+            .wait_timeout_while(free, patience, |free| *free == 0)
+            .unwrap_or_else(|e| e.into_inner());
+        if *free == 0 {
+            return Err(ValidatorError::Busy);
+        }
+        *free -= 1;
+        Ok(Slot(self))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
 pub struct Validator {
     engine: Engine,
+    slots: Slots,
     module_cache: Option<PathBuf>,
     /// The compiled module, made on first use (an error is kept: it would recur).
     pre: OnceLock<Result<InstancePre<()>, ValidatorError>>,
@@ -208,6 +246,7 @@ impl Validator {
             .map_err(|e| ValidatorError::Setup(format!("epoch thread: {e}")))?;
         Ok(Validator {
             engine,
+            slots: Slots { free: Mutex::new(config.max_instances), freed: Condvar::new() },
             module_cache,
             pre: OnceLock::new(),
             sha256: OnceLock::new(),
@@ -277,6 +316,9 @@ impl Validator {
     }
 
     pub fn abi_version(&self) -> Result<u32, ValidatorError> {
+        // Declared before the store, so dropped after it: the slot is free
+        // again only once the instance has left the pool's slot.
+        let _slot = self.slots.take(self.config.deadline)?;
         let mut store = self.store();
         let instance = self.instantiate(&mut store)?;
         let f = instance
@@ -398,6 +440,7 @@ impl Validator {
         if input.saturating_mul(2) > self.config.memory_limit {
             return Err(ValidatorError::InputTooLarge { bytes: input, limit: self.config.memory_limit });
         }
+        let _slot = self.slots.take(self.config.deadline)?; // dropped after the store, as in `abi_version`
         let mut store = self.store();
         let instance = self.instantiate(&mut store)?;
         let abi = |e: wasmtime::Error| ValidatorError::Abi(e.to_string());

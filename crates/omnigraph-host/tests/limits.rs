@@ -74,10 +74,24 @@ fn every_instance_slot_can_run_at_once() {
     assert_small_batch_still_works(&single);
     // As many overlapping calls as slots: none is refused as busy.
     let v = Validator::new(RunnerConfig { max_instances: 4, ..RunnerConfig::default() }).unwrap();
+    validate_at_once(&v, 4);
+}
+
+#[test]
+fn calls_beyond_the_slots_wait_for_one_instead_of_being_refused() {
+    // Four times as many overlapping calls as slots: each waits for a slot
+    // (as loads on a busy host do) and every one is validated.
+    let v = Validator::new(RunnerConfig { max_instances: 2, ..RunnerConfig::default() }).unwrap();
+    validate_at_once(&v, 8);
+}
+
+/// `calls` threads validate a 100,000-row batch, started together; each
+/// must get its report.
+fn validate_at_once(v: &Validator, calls: usize) {
     let rows = batch(100_000);
-    let barrier = std::sync::Barrier::new(4);
+    let barrier = std::sync::Barrier::new(calls);
     std::thread::scope(|s| {
-        for _ in 0..4 {
+        for _ in 0..calls {
             s.spawn(|| {
                 barrier.wait();
                 match v.validate(SCHEMA, LIFTED, &rows) {
