@@ -1,18 +1,20 @@
 // Chromium throughput of the web package on a batch file, each in a fresh
 // browser, in a page served from 127.0.0.1: cold (the first call is the
 // module's first work) and as the upload page's Worker runs it (web/warm.js
-// first, then a pause for the user to pick a file). Five calls each: the
-// first and the median.
-// Usage: node web/bench/browser-bench.mjs BATCH.ndjson OPTIONS.json [PAUSE_MS]
+// first, then a pause for the user to pick a file). Five calls per browser;
+// ROUNDS browsers of each kind, alternated: a first call happens once per
+// browser, so its figure is the median over the rounds (each printed too).
+// Usage: node web/bench/browser-bench.mjs BATCH.ndjson OPTIONS.json [PAUSE_MS] [ROUNDS]
 import { readFileSync } from 'node:fs';
 import { launch } from '../test/browser.mjs';
 import { serve } from '../test/serve.mjs';
 
-const [batchPath, optionsPath, pauseArg] = process.argv.slice(2);
+const [batchPath, optionsPath, pauseArg, roundsArg] = process.argv.slice(2);
 const batch = readFileSync(batchPath);
 const options = readFileSync(optionsPath, 'utf8');
 // Far less than a person takes to choose a file after the page opens.
 const pauseMs = Number(pauseArg ?? 1000);
+const rounds = Number(roundsArg ?? 3);
 const http = await serve({ '/bench-batch': ['application/x-ndjson', batch] });
 
 async function run(warm) {
@@ -47,13 +49,24 @@ async function run(warm) {
   }
 }
 
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const mibs = (ms) => (batch.length / 1048576 / (ms / 1000)).toFixed(1);
+const line = (label, first, typical) =>
+  `${label}: first ${first.toFixed(1)} ms (${mibs(first)} MiB/s), median ${typical.toFixed(1)} ms (${mibs(typical)} MiB/s)`;
+
 try {
-  for (const warm of [false, true]) {
-    const result = await run(warm);
-    const sorted = [...result.times].sort((a, b) => a - b);
-    const mibs = (ms) => (result.bytes / 1048576 / (ms / 1000)).toFixed(1);
-    const label = warm ? `after the page's warm-up (${result.warmMs.toFixed(1)} ms, then ${pauseMs} ms)` : 'cold';
-    console.log(`chromium validate 32MiB ${label}: first ${result.times[0].toFixed(1)} ms (${mibs(result.times[0])} MiB/s), median ${sorted[2].toFixed(1)} ms (${mibs(sorted[2])} MiB/s)`);
+  const results = { cold: [], warm: [] };
+  for (let round = 1; round <= rounds; round++) {
+    for (const warm of [false, true]) {
+      const result = await run(warm);
+      results[warm ? 'warm' : 'cold'].push(result);
+      const label = warm ? `warm-up ${result.warmMs.toFixed(1)} ms` : 'cold';
+      console.log(line(`  round ${round}, ${label}`, result.times[0], median(result.times)));
+    }
+  }
+  for (const [kind, runs] of Object.entries(results)) {
+    const label = kind === 'warm' ? `after the page's warm-up (median ${median(runs.map((r) => r.warmMs)).toFixed(1)} ms, then ${pauseMs} ms)` : 'cold';
+    console.log(line(`chromium validate 32MiB ${label}, medians of ${rounds} browsers`, median(runs.map((r) => r.times[0])), median(runs.map((r) => median(r.times)))));
   }
 } finally {
   http.server.close();
