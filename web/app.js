@@ -108,7 +108,7 @@ async function openGraph(id) {
     }
     if (!workerLoaded) {
       // The Worker runs exactly the bytes just hashed, not a second download.
-      worker.postMessage({ kind: 'init', wasm });
+      worker.postMessage({ kind: 'init', wasm, maxBatchBytes: rules.bounds.max_batch_bytes });
       workerLoaded = true;
     }
     $('rules').classList.remove('error');

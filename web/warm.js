@@ -9,9 +9,10 @@
 //   has every value type, an interface, edges and every annotation the
 //   fast path checks, so the functions a user's schema needs are warmed.
 // * The module's memory grows for a batch and the OS maps each new page on
-//   first touch. So a buffer just over the default batch bound is passed
-//   in: it is refused unread, but its copy into the module's memory has
-//   mapped the pages that the user's first batch is then copied into.
+//   first touch. So a buffer just over the host's batch bound (the largest
+//   batch the page sends; at most WARM_MEMORY_CAP) is passed in: it is
+//   refused unread, but its copy into the module's memory has mapped the
+//   pages that the user's first batch is then copied into.
 // Pure: no I/O.
 
 /** Every value type of the schema language, nullable and not, with @key, @unique, @range, @check and @card. */
@@ -107,26 +108,29 @@ export const WARM_BYTES = 1 << 20;
 export const WARM_ROUNDS = 4;
 
 /**
- * One byte over the validator's default `max_batch_bytes` (limits.rs
- * `DEFAULT_MAX_BATCH_BYTES`, the host's default too): the largest batch the
- * page sends, refused before a byte of it is read.
+ * The most memory the warm-up maps before a file is chosen, whatever the
+ * host's batch bound: a page that opens must not hold more than this for a
+ * batch that may never come (a host allowing 1 GiB batches maps 32 MiB).
  */
-export const WARM_MEMORY_BYTES = 32 * 1024 * 1024 + 1;
+export const WARM_MEMORY_CAP = 32 * 1024 * 1024;
 
 /**
- * Validates the warm-up batch WARM_ROUNDS times, then passes in
- * WARM_MEMORY_BYTES zero bytes, with `compileSchema` (the validator
- * package's). Returns both reports (a test checks that the batch is
- * accepted, so the whole fast path runs, and that the buffer is refused
- * unread, so it costs only its copy).
+ * Validates the warm-up batch WARM_ROUNDS times, then passes in one zero
+ * byte more than `maxBatchBytes` (the host's bound, capped at
+ * WARM_MEMORY_CAP) with that bound as the batch's limit, so it is refused
+ * before a byte is read; with `compileSchema` (the validator package's).
+ * Returns both reports (a test checks that the batch is accepted, so the
+ * whole fast path runs, and that the buffer is refused unread, so it costs
+ * only its copy).
  */
-export function warmUp(compileSchema) {
+export function warmUp(compileSchema, maxBatchBytes) {
   const schema = compileSchema(WARM_SCHEMA);
   try {
     const batch = warmBatch(WARM_BYTES);
     let report = null;
     for (let round = 0; round < WARM_ROUNDS; round++) report = schema.validate(batch, WARM_OPTIONS);
-    const memory = schema.validate(new Uint8Array(WARM_MEMORY_BYTES), WARM_OPTIONS);
+    const bound = Math.min(maxBatchBytes, WARM_MEMORY_CAP);
+    const memory = schema.validate(new Uint8Array(bound + 1), JSON.stringify({ limits: { max_batch_bytes: bound } }));
     return { report, memory };
   } finally {
     schema.free();

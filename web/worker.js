@@ -21,7 +21,7 @@ self.onmessage = async ({ data }) => {
       ready = init({ module_or_path: data.wasm }).then(() => {
         const start = performance.now();
         try {
-          warmUp(compileSchema);
+          warmUp(compileSchema, data.maxBatchBytes);
           post({ kind: 'warmed', ms: performance.now() - start });
         } catch (e) {
           post({ kind: 'warmed', failed: String(e?.message ?? e) });

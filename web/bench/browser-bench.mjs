@@ -22,14 +22,14 @@ async function run(warm) {
   try {
     const page = await browser.context.newPage();
     await page.goto(`${http.origin}/web/bench/bench.html`);
-    return await page.evaluate(async ({ opts, warm, pauseMs }) => {
+    return await page.evaluate(async ({ opts, warm, pauseMs, maxBatchBytes }) => {
       const { default: init, compileSchema } = await import('/web/pkg/web/validate.js');
       await init({ module_or_path: '/web/pkg/web/validate_bg.wasm' });
       let warmMs = null;
       if (warm) {
         const { warmUp } = await import('/web/warm.js');
         const t = performance.now();
-        warmUp(compileSchema);
+        warmUp(compileSchema, maxBatchBytes);
         warmMs = performance.now() - t;
         await new Promise((resolve) => setTimeout(resolve, pauseMs));
       }
@@ -42,8 +42,8 @@ async function run(warm) {
         schema.validate(bytes, opts);
         times.push(performance.now() - t);
       }
-      return { bytes: bytes.length, times, warmMs };
-    }, { opts: options, warm, pauseMs });
+      return { times, warmMs };
+    }, { opts: options, warm, pauseMs, maxBatchBytes: JSON.parse(options).limits.max_batch_bytes });
   } finally {
     await browser.close();
   }

@@ -6,13 +6,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { WARM_BYTES, WARM_MEMORY_BYTES, WARM_OPTIONS, WARM_SCHEMA, warmBatch, warmUp } from '../warm.js';
+import { WARM_BYTES, WARM_MEMORY_CAP, WARM_OPTIONS, WARM_SCHEMA, warmBatch, warmUp } from '../warm.js';
 
 const require = createRequire(import.meta.url);
 const pkg = require('../pkg/nodejs/validate.js');
 
 test('the warm-up batch is accepted, every table has rows and it is the same bytes every time', () => {
-  const report = JSON.parse(warmUp(pkg.compileSchema).report);
+  const report = JSON.parse(warmUp(pkg.compileSchema, WARM_MEMORY_CAP).report);
   assert.equal(report.ok, true, JSON.stringify(report.errors.slice(0, 3)));
   assert.equal(report.error_count, 0);
   const rows = Object.fromEntries(report.stats.tables.map((t) => [t.name, t.rows]));
@@ -26,12 +26,14 @@ test('the warm-up batch is accepted, every table has rows and it is the same byt
   assert.match(text, /"on":(true|false),"total"/);
 });
 
-test('the buffer that maps the module\'s memory is refused before it is read (its cost is its copy)', () => {
-  const memory = JSON.parse(warmUp(pkg.compileSchema).memory);
-  assert.equal(memory.ok, false);
-  assert.deepEqual(memory.errors.map((e) => e.code), ['batch_bytes_limit']);
-  assert.equal(memory.stats.lines, 0);
-  assert.equal(memory.stats.bytes, WARM_MEMORY_BYTES);
+test('the buffer that maps the module\'s memory is one byte over the host\'s bound (capped) and refused before it is read', () => {
+  for (const [hostBound, mapped] of [[4 << 20, 4 << 20], [1 << 30, WARM_MEMORY_CAP]]) {
+    const memory = JSON.parse(warmUp(pkg.compileSchema, hostBound).memory);
+    assert.equal(memory.ok, false);
+    assert.deepEqual(memory.errors.map((e) => e.code), ['batch_bytes_limit']);
+    assert.equal(memory.stats.lines, 0);
+    assert.equal(memory.stats.bytes, mapped + 1);
+  }
 });
 
 test('the warm-up schema has every value type, nullable and not, and the annotations the fast path checks', () => {
