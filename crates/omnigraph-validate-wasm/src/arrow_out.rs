@@ -181,18 +181,22 @@ fn list_column(item: &ValueType, rows: &Rows<'_>, i: usize) -> ArrayRef {
 /// Room for an IPC stream's schema and batch messages beyond the buffers.
 const IPC_MESSAGE_RESERVE: usize = 4096;
 
-/// The rows of one table as an Arrow record batch.
-pub fn record_batch(def: &TypeDef, rows: &Rows<'_>) -> Result<RecordBatch, ArrowError> {
-    let schema = arrow_schema(def);
+/// The rows of one table as an Arrow record batch: their envelope columns,
+/// then `properties` (one array per property of `def`).
+pub fn record_batch(def: &TypeDef, rows: &Rows<'_>, properties: Vec<ArrayRef>) -> Result<RecordBatch, ArrowError> {
     let mut columns: Vec<ArrayRef> = vec![strings(rows.iter().map(|r| r.id.as_deref()))];
     if def.kind == TableKind::Edge {
         columns.push(strings(rows.iter().map(|r| Some(r.src.as_ref()))));
         columns.push(strings(rows.iter().map(|r| Some(r.dst.as_ref()))));
     }
-    for (i, p) in def.props.iter().enumerate() {
-        columns.push(column(&p.ty, rows, i));
-    }
-    RecordBatch::try_new(schema, columns)
+    columns.extend(properties);
+    RecordBatch::try_new(arrow_schema(def), columns)
+}
+
+/// The property columns of rows that kept their values (`Keep::Values`),
+/// made by arrow-rs's builders.
+pub fn value_columns(def: &TypeDef, rows: &Rows<'_>) -> Vec<ArrayRef> {
+    def.props.iter().enumerate().map(|(i, p)| column(&p.ty, rows, i)).collect()
 }
 
 /// Arrow IPC stream bytes of one record batch.

@@ -5,19 +5,51 @@
 //! again. Rows that die later (folded away, refused) are dropped from the
 //! columns by [`Columns::remove_flagged`], which rewrites them.
 
+#[cfg(feature = "arrow")]
+use arrow_array::{ArrayRef, make_array};
+#[cfg(feature = "arrow")]
+use arrow_data::ArrayData;
+#[cfg(feature = "arrow")]
+use arrow_schema::DataType;
+
+#[cfg(feature = "arrow")]
+use crate::arrow_out::arrow_type;
 use crate::rows::Out;
 use crate::schema::{TypeDef, ValueType};
 use crate::value::Val;
 
 /// An Arrow bitmap being written, least significant bit first.
 #[derive(Debug, Default)]
-struct Bits {
+pub(crate) struct Bits {
     bytes: Vec<u8>,
     len: usize,
     unset: usize,
 }
 
+impl FromIterator<bool> for Bits {
+    fn from_iter<I: IntoIterator<Item = bool>>(flags: I) -> Bits {
+        let mut bits = Bits::default();
+        flags.into_iter().for_each(|flag| bits.push(flag));
+        bits
+    }
+}
+
 impl Bits {
+    /// The bitmap as a validity buffer: none when every flag is set (a
+    /// column without nulls, as Arrow's builders leave it).
+    pub(crate) fn validity(&self) -> Option<&[u8]> {
+        (self.unset > 0).then_some(&self.bytes)
+    }
+
+    /// A vector column's item validity: each row's flag once per item, or
+    /// no flags at all when every row is valid (`validity` is then none).
+    fn per_item(&self, items: u32) -> Bits {
+        match self.unset {
+            0 => Bits::default(),
+            _ => (0..self.len).flat_map(|i| std::iter::repeat_n(self.get(i), items as usize)).collect(),
+        }
+    }
+
     fn push(&mut self, flag: bool) {
         if self.len.is_multiple_of(8) {
             self.bytes.push(0);
@@ -146,7 +178,8 @@ fn scalar_bytes(ty: &ValueType, v: &Val<'_>) -> [u8; 8] {
     out
 }
 
-fn push_offset(offsets: &mut Vec<u8>, wide: bool, end: usize) {
+/// Appends an offset of a variable-width column: `i64` when `wide`, else `i32`.
+pub(crate) fn push_offset(offsets: &mut Vec<u8>, wide: bool, end: usize) {
     match wide {
         true => offsets.extend_from_slice(&(end as i64).to_le_bytes()),
         false => {
@@ -207,22 +240,47 @@ impl Columns {
     /// child column, null where the row's vector is.
     pub fn write(&self, def: &TypeDef, out: &mut Out) {
         for (column, p) in self.columns.iter().zip(&def.props) {
-            let validity = |out: &mut Out, valid: &Bits| match valid.unset {
-                0 => out.no_nulls(),
-                _ => out.buffer(|o| o.extend_from_slice(&valid.bytes)),
-            };
-            validity(out, &column.valid);
+            out.validity(&column.valid);
             if let ValueType::Vector(n) = p.ty {
-                let mut items = Bits::default();
-                if column.valid.unset > 0 {
-                    for i in 0..column.valid.len {
-                        (0..n).for_each(|_| items.push(column.valid.get(i)));
-                    }
-                }
-                validity(out, &items);
+                out.validity(&column.valid.per_item(n));
             }
             column.payload.write(out);
         }
+    }
+
+    /// The columns as Arrow arrays of `def`'s property types, their buffers
+    /// moved, not copied: the arrays `rows::decode` makes of [`Columns::write`]'s
+    /// output, without writing it (native `prepare`).
+    #[cfg(feature = "arrow")]
+    pub fn into_arrays(self, def: &TypeDef) -> Vec<ArrayRef> {
+        let columns = self.columns.into_iter().zip(&def.props);
+        columns.map(|(column, p)| make_array(column.payload.into_data(&arrow_type(&p.ty), column.valid.len, &column.valid))).collect()
+    }
+}
+
+#[cfg(feature = "arrow")]
+impl Payload {
+    /// This payload as the Arrow data of `len` values of `data_type`, null
+    /// where `valid` says (an empty `Bits`: none is).
+    fn into_data(self, data_type: &DataType, len: usize, valid: &Bits) -> ArrayData {
+        let data = ArrayData::builder(data_type.clone())
+            .len(len)
+            .null_bit_buffer(valid.validity().map(arrow_buffer::Buffer::from))
+            .align_buffers(true);
+        let data = match (self, data_type) {
+            (Payload::Variable { offsets, data: bytes, .. }, _) => data.add_buffer(offsets.into()).add_buffer(bytes.into()),
+            (Payload::Bool(bits), _) => data.add_buffer(bits.bytes.into()),
+            (Payload::Fixed { width, bytes }, DataType::FixedSizeList(item, n)) => {
+                let (n, items) = (*n as u32, Payload::Fixed { width: width / *n as usize, bytes });
+                data.add_child_data(items.into_data(item.data_type(), len * n as usize, &valid.per_item(n)))
+            }
+            (Payload::Fixed { bytes, .. }, _) => data.add_buffer(bytes.into()),
+            (Payload::List { offsets, len: items_len, items }, DataType::List(item)) => {
+                data.add_buffer(offsets.into()).add_child_data(items.into_data(item.data_type(), items_len, &Bits::default()))
+            }
+            (Payload::List { .. }, other) => unreachable!("a list column of Arrow type {other}"),
+        };
+        data.build().expect("the validator's own columns are valid Arrow of their types")
     }
 }
 
@@ -258,7 +316,7 @@ mod tests {
 
     /// Columns written as rows arrive, some rows removed afterwards (as
     /// folding does), decode to the record batch arrow-rs's builders make
-    /// of the same rows' values.
+    /// of the same rows' values, and so do their buffers moved into arrays.
     #[test]
     fn written_columns_are_arrow_rs_columns_after_removals() {
         let schema = Schema::compile(
@@ -282,7 +340,9 @@ mod tests {
             written.push(def, row.clone(), &mut values.clone(), std::iter::empty());
             kept.push(def, row, &mut values, std::iter::empty());
         }
-        let expected = |rows: &Rows| crate::arrow_out::record_batch(def, rows).expect("builds");
+        let expected = |rows: &Rows| {
+            crate::arrow_out::record_batch(def, rows, crate::arrow_out::value_columns(def, rows)).expect("builds")
+        };
         let decoded = |rows: &Rows| {
             let mut bytes = Vec::new();
             crate::rows::encode_into(&schema, std::slice::from_ref(rows), &mut bytes);
@@ -294,5 +354,12 @@ mod tests {
         kept.remove_flagged(def, &dead);
         assert_eq!(written.len(), kept.len());
         assert_eq!(decoded(&written), expected(&kept));
+        // Native `prepare`'s road: the buffers moved into arrays, no encoding.
+        // Arrow's equality skips what hides under a null (a null vector's
+        // item validity); the IPC bytes, which hosts receive, do not.
+        let moved = written.take_columns().expect("written").into_arrays(def);
+        let moved = crate::arrow_out::record_batch(def, &written, moved).expect("builds");
+        let ipc = |batch: &arrow_array::RecordBatch| crate::arrow_out::ipc_stream(batch).expect("writes");
+        assert_eq!(ipc(&moved), ipc(&expected(&kept)));
     }
 }

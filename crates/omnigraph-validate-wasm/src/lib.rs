@@ -109,32 +109,52 @@ pub fn prepare_rows_after(
 }
 
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
-/// host: its canonical rows ([`prepare_rows`]) as Arrow IPC per table. A
-/// rejected batch gives its report and no output.
+/// host: the tables [`tables_from_rows`] makes of its canonical rows
+/// ([`prepare_rows`]), here made from the columns directly (their buffers
+/// moved into the arrays, not encoded and read back). A rejected batch gives
+/// its report and no output.
 #[cfg(feature = "arrow")]
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    let (report, rows) = prepare_rows(schema, options, batch)?;
-    let batches = batches_from_rows(schema, rows).expect("the validator's own canonical rows decode");
-    Ok(Prepared { report, tables: batches.into_iter().map(PreparedBatch::into_table).collect() })
+    prepare_with(schema, options, batch, Keep::Columns, |def, rows| {
+        rows.take_columns().expect("prepared rows write their columns").into_arrays(def)
+    })
 }
 
 /// [`prepare`] by another road, for tests and fuzz targets to compare
 /// with: every row keeps its values and arrow-rs's builders make the
 /// columns from them (`arrow_out`), where `prepare` writes Arrow's buffers
-/// itself as rows arrive (`columns`, `rows::encode_into`).
+/// itself as rows arrive (`columns`).
 #[cfg(feature = "arrow")]
 #[doc(hidden)]
 pub fn prepare_reference(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    let outcome = batch::run(schema, options, batch, Keep::Values);
+    prepare_with(schema, options, batch, Keep::Values, |def, rows| arrow_out::value_columns(def, rows))
+}
+
+/// Validates a batch keeping `keep` of its rows and, if it is accepted,
+/// makes each touched table's record batch with `properties` (its
+/// property columns) and serializes it.
+#[cfg(feature = "arrow")]
+fn prepare_with(
+    schema: &Schema,
+    options: &Options,
+    batch: &[u8],
+    keep: Keep,
+    properties: impl Fn(&TypeDef, &mut record::Rows<'_>) -> Vec<arrow_array::ArrayRef>,
+) -> Result<Prepared, Report> {
+    let outcome = batch::run(schema, options, batch, keep);
     if !outcome.report.ok {
         return Err(outcome.report);
     }
     let tables = schema
         .types
         .iter()
-        .zip(&outcome.tables)
+        .zip(outcome.tables)
         .filter(|(_, rows)| !rows.is_empty())
-        .map(|(def, rows)| arrow_batch(def, rows).into_table())
+        .map(|(def, mut rows)| {
+            let properties = properties(def, &mut rows);
+            let batch = arrow_out::record_batch(def, &rows, properties).expect("validated rows match the table's Arrow schema");
+            PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch).into_table()
+        })
         .collect();
     Ok(Prepared { report: outcome.report, tables })
 }
@@ -188,10 +208,4 @@ pub fn batches_from_rows(
         .into_iter()
         .map(|(t, lines, batch)| PreparedBatch::new(&schema.types[t], lines, batch))
         .collect())
-}
-
-#[cfg(feature = "arrow")]
-fn arrow_batch(def: &TypeDef, rows: &record::Rows<'_>) -> PreparedBatch {
-    let batch = arrow_out::record_batch(def, rows).expect("validated rows match the table's Arrow schema");
-    PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch)
 }

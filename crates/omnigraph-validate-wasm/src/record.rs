@@ -104,6 +104,12 @@ impl<'a> Rows<'a> {
         self.columns.as_ref()
     }
 
+    /// Takes the rows' columns (`Keep::Columns`), leaving none.
+    #[cfg(feature = "arrow")]
+    pub fn take_columns(&mut self) -> Option<Columns> {
+        self.columns.take()
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -13,6 +13,7 @@ use arrow_schema::DataType;
 use crate::abi::MalformedBuffer;
 #[cfg(feature = "arrow")]
 use crate::arrow_out::arrow_schema;
+use crate::columns::{Bits, push_offset};
 use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
 use crate::record::{Row, Rows};
 use crate::report::TableKind;
@@ -111,15 +112,9 @@ impl Out<'_> {
         self.bytes.resize(padded, 0);
     }
 
-    /// A validity bitmap, or an empty buffer when every flag is set (the
-    /// column has no nulls, as Arrow's builders leave it).
-    fn validity(&mut self, valid: impl Iterator<Item = bool>) {
-        self.buffer(|out| {
-            let start = out.len();
-            if bits(out, valid) {
-                out.truncate(start);
-            }
-        });
+    /// A validity bitmap, or an empty buffer when no value is null.
+    pub(crate) fn validity(&mut self, valid: &Bits) {
+        self.buffer(|out| out.extend_from_slice(valid.validity().unwrap_or_default()));
     }
 
     /// The validity buffer of a column that has no nulls.
@@ -129,45 +124,19 @@ impl Out<'_> {
 
     /// Offsets (`i32`, or `i64` when `wide`) and data of variable-width values.
     fn variable<'v>(&mut self, wide: bool, values: impl Iterator<Item = &'v [u8]> + Clone) {
-        let mut end = 0u64;
+        let mut end = 0;
         self.buffer(|out| {
-            let offset = |out: &mut Vec<u8>, n: u64| match wide {
-                true => out.extend_from_slice(&(n as i64).to_le_bytes()),
-                false => {
-                    let n = i32::try_from(n).expect("an Arrow string or list column holds under 2 GiB");
-                    out.extend_from_slice(&n.to_le_bytes())
-                }
-            };
-            offset(out, 0);
+            push_offset(out, wide, 0);
             for v in values.clone() {
-                end += v.len() as u64;
-                offset(out, end);
+                end += v.len();
+                push_offset(out, wide, end);
             }
         });
         self.buffer(|out| {
-            out.reserve(end as usize);
+            out.reserve(end);
             values.for_each(|v| out.extend_from_slice(v));
         });
     }
-}
-
-/// Packs `flags` into an Arrow bitmap (least significant bit first) and
-/// says whether every flag was set.
-fn bits(out: &mut Vec<u8>, flags: impl Iterator<Item = bool>) -> bool {
-    let (mut all, mut byte, mut bit) = (true, 0u8, 0);
-    for flag in flags {
-        all &= flag;
-        byte |= u8::from(flag) << bit;
-        bit += 1;
-        if bit == 8 {
-            out.push(byte);
-            (byte, bit) = (0, 0);
-        }
-    }
-    if bit > 0 {
-        out.push(byte);
-    }
-    all
 }
 
 /// Encodes the rows of every touched table (rows that wrote their columns,
@@ -197,7 +166,7 @@ pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
     for ((t, rows), def) in tables.iter().enumerate().zip(&schema.types).filter(|((_, rows), _)| !rows.is_empty()) {
         out.pair(t, rows.len());
         out.buffer(|out| rows.iter().for_each(|row| out.extend_from_slice(&row.line.to_le_bytes())));
-        out.validity(rows.iter().map(|row| row.id.is_some()));
+        out.validity(&rows.iter().map(|row| row.id.is_some()).collect());
         out.variable(false, rows.iter().map(|row| row.id.as_deref().unwrap_or("").as_bytes()));
         if def.kind == TableKind::Edge {
             out.no_nulls();

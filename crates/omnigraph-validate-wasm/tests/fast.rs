@@ -5,6 +5,8 @@
 //! number and shape edge cases, and the benchmark batch (which the acceptor
 //! must take whole, or it would not be the fast path at all).
 
+// The bench's generator; this test uses only the batch, not its filters.
+#[allow(dead_code)]
 #[path = "../benches/batchgen.rs"]
 mod batchgen;
 
