@@ -91,8 +91,9 @@ fn prepare_in_wasmtime_equals_native_prepare() {
         let native = prepare(&schema, &options, &input).unwrap();
         let wasm = VALIDATOR.prepare(&source, &options_json, &input).unwrap();
         // The native tables' IPC bytes, read back, are the batches the host gets.
-        let tables = native.tables.into_iter().map(read_ipc).collect();
-        let expected = PrepareResult::Accepted { report_json: native.report.to_json(), tables };
+        let report_json = native.report.to_json();
+        let tables = native.into_tables().into_iter().map(read_ipc).collect();
+        let expected = PrepareResult::Accepted { report_json, tables };
         assert_eq!(wasm, expected, "{}", dir.display());
         checked += 1;
     }
@@ -118,7 +119,7 @@ fn wasm_disagrees(v: &Validation<'_>) -> Option<String> {
     let expected = match prepare(&v.schema, &v.options, v.batch) {
         Ok(native) => PrepareResult::Accepted {
             report_json: native.report.to_json(),
-            tables: native.tables.into_iter().map(read_ipc).collect(),
+            tables: native.into_tables().into_iter().map(read_ipc).collect(),
         },
         Err(refused) => PrepareResult::Rejected { report_json: refused.to_json() },
     };

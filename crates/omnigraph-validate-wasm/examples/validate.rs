@@ -38,10 +38,11 @@ fn main() {
     } else if prepare {
         match omnigraph_validate_wasm::prepare(&schema, &options, &batch) {
             Ok(prepared) => {
-                for table in &prepared.tables {
+                let report = prepared.report.clone();
+                for table in prepared.into_tables() {
                     eprintln!("{}: {} bytes of Arrow IPC", table.name, table.ipc.len());
                 }
-                prepared.report
+                report
             }
             Err(report) => report,
         }

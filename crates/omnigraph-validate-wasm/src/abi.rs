@@ -302,7 +302,7 @@ mod tests {
         #[cfg(feature = "arrow")]
         assert_eq!(
             crate::tables_from_rows(&schema, &rows).unwrap(),
-            crate::prepare(&schema, &Options::default(), batch).unwrap().tables
+            crate::prepare(&schema, &Options::default(), batch).unwrap().into_tables()
         );
         assert!(matches!(decode_prepare(&prepare_buffer(SCHEMA, b"", b"{}\n")), Ok(PrepareOutcome::Rejected { .. })));
     }

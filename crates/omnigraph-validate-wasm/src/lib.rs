@@ -73,12 +73,23 @@ pub struct PreparedTable {
     pub ipc: Vec<u8>,
 }
 
-/// An accepted batch: its report and its rows as Arrow, per touched table
-/// (nodes first, then edges, each by name).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An accepted batch: its report and its rows as Arrow record batches, per
+/// touched table (nodes first, then edges, each by name). A host in the
+/// same process hands these to its store as they are;
+/// [`Prepared::into_tables`] serializes them for one that is not.
+#[cfg(feature = "arrow")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
     pub report: Report,
-    pub tables: Vec<PreparedTable>,
+    pub tables: Vec<PreparedBatch>,
+}
+
+#[cfg(feature = "arrow")]
+impl Prepared {
+    /// Each table as Arrow IPC stream bytes.
+    pub fn into_tables(self) -> Vec<PreparedTable> {
+        self.tables.into_iter().map(PreparedBatch::into_table).collect()
+    }
 }
 
 /// Validates a batch and, if it is accepted, returns its report and its
@@ -109,10 +120,10 @@ pub fn prepare_rows_after(
 }
 
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
-/// host: the tables [`tables_from_rows`] makes of its canonical rows
-/// ([`prepare_rows`]), here made from the columns directly (their buffers
-/// moved into the arrays, not encoded and read back). A rejected batch gives
-/// its report and no output.
+/// host: the record batches [`batches_from_rows`] makes of its canonical
+/// rows ([`prepare_rows`]), here made from the columns directly (their
+/// buffers moved into the arrays, not encoded and read back). A rejected
+/// batch gives its report and no output.
 #[cfg(feature = "arrow")]
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
     prepare_with(schema, options, batch, Keep::Columns, |def, rows| {
@@ -132,7 +143,7 @@ pub fn prepare_reference(schema: &Schema, options: &Options, batch: &[u8]) -> Re
 
 /// Validates a batch keeping `keep` of its rows and, if it is accepted,
 /// makes each touched table's record batch with `properties` (its
-/// property columns) and serializes it.
+/// property columns).
 #[cfg(feature = "arrow")]
 fn prepare_with(
     schema: &Schema,
@@ -153,14 +164,14 @@ fn prepare_with(
         .map(|(def, mut rows)| {
             let properties = properties(def, &mut rows);
             let batch = arrow_out::record_batch(def, &rows, properties).expect("validated rows match the table's Arrow schema");
-            PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch).into_table()
+            PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch)
         })
         .collect();
     Ok(Prepared { report: outcome.report, tables })
 }
 
 /// One touched table of an accepted batch as an Arrow record batch: what
-/// [`PreparedTable::ipc`] serializes, for a host that stays in-process.
+/// [`PreparedTable::ipc`] serializes.
 #[cfg(feature = "arrow")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedBatch {

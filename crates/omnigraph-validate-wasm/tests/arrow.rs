@@ -9,7 +9,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, TimeUnit};
 use omnigraph_validate_wasm::{
-    Options, Prepared, Schema, arrow_schema, batches_from_rows, prepare, prepare_reference, prepare_rows, prepare_rows_after,
+    Options, PreparedTable, Schema, arrow_schema, batches_from_rows, prepare, prepare_reference, prepare_rows, prepare_rows_after,
     tables_from_rows,
 };
 
@@ -30,10 +30,11 @@ fn read_ipc(bytes: &[u8]) -> RecordBatch {
     batch
 }
 
-fn prepared(batch: &str) -> (Schema, Prepared) {
+/// The tables of an accepted batch as the IPC bytes a host receives.
+fn prepared(batch: &str) -> (Schema, Vec<PreparedTable>) {
     let schema = Schema::compile(SCHEMA).unwrap();
     let p = prepare(&schema, &Options::default(), batch.as_bytes()).unwrap_or_else(|r| panic!("{}", r.to_json()));
-    (schema, p)
+    (schema, p.into_tables())
 }
 
 #[test]
@@ -68,8 +69,8 @@ fn values_and_nulls_survive_the_ipc_round_trip() {
         "\n"
     );
     let (schema, p) = prepared(batch);
-    assert_eq!(p.tables.len(), 1);
-    let rb = read_ipc(&p.tables[0].ipc);
+    assert_eq!(p.len(), 1);
+    let rb = read_ipc(&p[0].ipc);
     let def = &schema.types[schema.type_index("T").unwrap()];
     assert_eq!(rb.schema(), arrow_schema(def));
     assert_eq!(rb.num_rows(), 2);
@@ -117,18 +118,18 @@ fn keyed_nodes_and_edges_carry_ids_and_endpoints() {
         "\n"
     );
     let (schema, p) = prepared(batch);
-    let names: Vec<_> = p.tables.iter().map(|t| (t.name.as_str(), t.rows)).collect();
+    let names: Vec<_> = p.iter().map(|t| (t.name.as_str(), t.rows)).collect();
     assert_eq!(names, [("K", 2), ("E", 1)]);
-    let lines: Vec<_> = p.tables.iter().map(|t| t.lines.clone()).collect();
+    let lines: Vec<_> = p.iter().map(|t| t.lines.clone()).collect();
     assert_eq!(lines, [vec![2, 4], vec![3]], "each row's batch line; a folded id keeps the last record's");
     let (_, rows) = prepare_rows(&schema, &Options::default(), batch.as_bytes()).unwrap();
-    assert_eq!(tables_from_rows(&schema, &rows).unwrap(), p.tables, "canonical rows carry the lines too");
-    let k = read_ipc(&p.tables[0].ipc);
+    assert_eq!(tables_from_rows(&schema, &rows).unwrap(), p, "canonical rows carry the lines too");
+    let k = read_ipc(&p[0].ipc);
     let ids: Vec<_> = k.column(0).as_string::<i32>().iter().map(|s| s.unwrap().to_owned()).collect();
     assert_eq!(ids, ["b", "a"], "merge folds: the last 'a' wins and rows keep line order");
     assert_eq!(k.column_by_name("n").unwrap().as_primitive::<Int32Type>().values().to_vec(), vec![2, 3]);
     assert!(!k.schema().field(0).is_nullable() || k.column(0).null_count() == 0);
-    let e = read_ipc(&p.tables[1].ipc);
+    let e = read_ipc(&p[1].ipc);
     assert!(e.column(0).is_null(0));
     assert_eq!(e.column_by_name("_src").unwrap().as_string::<i32>().value(0), "a");
     assert_eq!(e.column_by_name("_dst").unwrap().as_string::<i32>().value(0), "b");
@@ -189,9 +190,13 @@ fn canonical_rows_give_the_builders_tables_for_every_type_over_many_chunks() {
     let (_, rows) = prepare_rows(&schema, &options, batch.as_bytes()).unwrap();
     let tables = tables_from_rows(&schema, &rows).unwrap();
     assert_eq!(tables.iter().map(|t| t.rows).collect::<Vec<_>>(), [3_000, 3_000, 1_000]);
-    for (from_rows, built) in tables.iter().zip(&p.tables) {
+    for (from_rows, built) in tables.iter().zip(&p.into_tables()) {
         assert!(from_rows == built, "table {}: canonical rows and Arrow's builders differ", built.name);
     }
+    // Native `prepare`'s record batches, unserialized, are the host's own
+    // (`batches_from_rows` of the artifact's rows).
+    let native = prepare(&schema, &options, batch.as_bytes()).unwrap_or_else(|r| panic!("{}", r.to_json()));
+    assert!(native.tables == batches_from_rows(&schema, &rows[..]).unwrap(), "native record batches differ from the host's");
     let t = read_ipc(&tables.iter().find(|t| t.name == "T").unwrap().ipc);
     assert!(t.column_by_name("s").unwrap().is_null(2_997) && !t.column_by_name("s").unwrap().is_null(2_998));
     assert_eq!(t.column_by_name("tags").unwrap().as_list::<i32>().value(1).as_string::<i32>().value(2), "ü");

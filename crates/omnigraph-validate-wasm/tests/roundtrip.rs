@@ -109,7 +109,7 @@ proptest! {
         prop_assert!(report.ok, "{}", report.to_json());
         prop_assert_eq!(report.stats.records, rows.len() as u64);
         let prepared = prepare(&schema, &Options::default(), batch.as_bytes()).unwrap();
-        let rb = read(&prepared.tables[0].ipc);
+        let rb = read(&prepared.into_tables()[0].ipc);
         prop_assert_eq!(rb.num_rows(), rows.len());
         let col = |n: &str| rb.column_by_name(n).unwrap().clone();
         for (i, r) in rows.iter().enumerate() {

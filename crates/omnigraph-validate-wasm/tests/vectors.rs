@@ -41,7 +41,7 @@ fn run_case(dir: &Path) -> String {
         Ok(prepared) => {
             assert!(report.ok, "{}: prepare accepted a rejected batch", dir.display());
             assert_eq!(prepared.report, report);
-            let rows: u64 = prepared.tables.iter().map(|t| t.rows).sum();
+            let rows: u64 = prepared.tables.iter().map(|t| t.batch.num_rows() as u64).sum();
             let stat_rows: u64 = report.stats.tables.iter().map(|t| t.rows).sum();
             assert_eq!(rows, stat_rows, "{}", dir.display());
         }
