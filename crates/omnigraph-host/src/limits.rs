@@ -111,6 +111,15 @@ pub const MAX_COMPILED_SCHEMAS: usize = 64;
 pub const WASM_MEMORY_RESERVATION: u64 = 1 << 32;
 pub const WASM_MEMORY_GUARD: u64 = 32 << 20;
 
+/// Table memory a reused pooling slot keeps mapped between batches (zeroed,
+/// not handed back to the kernel). The artifact's two tables (its indirect
+/// functions, wasm-bindgen's externrefs) take 12 KiB; wasmtime's default
+/// of none made every batch `madvise` them away and fault them back in as
+/// its first calls filled them lazily (two page faults and two system
+/// calls a batch; a 1-line batch's CPU time 125 -> 88 us here,
+/// docs/performance.md). Beyond this, a table is returned as before.
+pub const WASM_TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
 /// The nice value of the server's maintenance thread
 /// (`graph::spawn_maintenance`): where loads saturate every core it gets
 /// about a tenth of one (CFS weight 110 against 1024): slower, never stopped.

@@ -38,7 +38,9 @@ use wasmtime::{
 };
 
 use crate::auth::{hex, sha256_hex};
-use crate::limits::{MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION, WASM_MEMORY_GUARD, WASM_MEMORY_RESERVATION};
+use crate::limits::{
+    MAX_COMPILED_SCHEMAS, MODULE_CACHE_RETENTION, WASM_MEMORY_GUARD, WASM_MEMORY_RESERVATION, WASM_TABLE_KEEP_RESIDENT,
+};
 
 /// The validator artifact: `web/pkg/web/validate_bg.wasm`, as built by
 /// `scripts/build-wasm.sh` and shipped in the npm package.
@@ -505,6 +507,7 @@ fn pooling_config(config: &RunnerConfig) -> PoolingAllocationConfig {
         // Reused slots keep this much memory mapped (zeroed with memset),
         // so a batch does not pay page faults for every page it touches.
         .linear_memory_keep_resident(config.keep_resident as usize)
+        .table_keep_resident(WASM_TABLE_KEEP_RESIDENT)
         // Resetting a reused slot memsets only the pages the batch touched,
         // found with Linux's PAGEMAP_SCAN (6.7+; Auto falls back to a memset
         // of the whole kept region where it is missing): a fresh instance
@@ -618,5 +621,21 @@ mod tests {
     fn reused_slots_are_reset_by_the_pages_they_touched() {
         let pooling = format!("{:?}", pooling_config(&RunnerConfig::default()));
         assert!(pooling.contains("pagemap_scan: Auto"), "without PAGEMAP_SCAN a reset memsets the whole kept region: {pooling}");
+    }
+
+    #[test]
+    fn reused_slots_keep_the_artifacts_tables_resident() {
+        let pooling = format!("{:?}", pooling_config(&RunnerConfig::default()));
+        let kept = format!("table_keep_resident: {WASM_TABLE_KEEP_RESIDENT}");
+        assert!(pooling.contains(&kept), "without it every batch faults its tables back in: {pooling}");
+        // Both of the artifact's tables fit (an entry is a pointer wide):
+        // twice the larger, wasm-bindgen's externrefs (exported; the indirect
+        // functions' table has 325 entries).
+        let module = Validator::new(RunnerConfig::default()).unwrap().module().unwrap();
+        let tables: Vec<u64> = module.exports().filter_map(|e| e.ty().table().map(|t| t.minimum())).collect();
+        assert!(!tables.is_empty(), "the artifact exports its externref table");
+        for entries in tables {
+            assert!(entries * 8 * 2 <= WASM_TABLE_KEEP_RESIDENT as u64, "a table of {entries} entries outgrows the kept region");
+        }
     }
 }
