@@ -37,9 +37,8 @@ fn main() {
         }
     } else if prepare {
         match omnigraph_validate_wasm::prepare(&schema, &options, &batch) {
-            Ok(prepared) => {
-                let report = prepared.report.clone();
-                for table in prepared.into_tables() {
+            Ok(omnigraph_validate_wasm::Prepared { report, tables }) => {
+                for table in tables.into_iter().map(omnigraph_validate_wasm::PreparedBatch::into_table) {
                     eprintln!("{}: {} bytes of Arrow IPC", table.name, table.ipc.len());
                 }
                 report
