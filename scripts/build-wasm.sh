@@ -24,9 +24,11 @@ if ! command -v wasm-pack >/dev/null; then
 fi
 
 # Identical bytes on every machine: no absolute paths in the module. The
-# linker drops the name section (debug info); the profile `wasm` adds LTO.
+# linker drops the name section (debug info); the profile `wasm` adds LTO;
+# `simd128` is fixed-width SIMD (never relaxed SIMD: deterministic in every
+# engine), tests/wasm-features.json lists it.
 CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
-export RUSTFLAGS="--remap-path-prefix=$CARGO_HOME_DIR=cargo-home --remap-path-prefix=$ROOT=omnigraph --remap-path-prefix=$CARGO_TARGET_DIR=target -C link-arg=--strip-debug"
+export RUSTFLAGS="--remap-path-prefix=$CARGO_HOME_DIR=cargo-home --remap-path-prefix=$ROOT=omnigraph --remap-path-prefix=$CARGO_TARGET_DIR=target -C link-arg=--strip-debug -C target-feature=+simd128"
 
 VERSION=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
 for target in web nodejs; do

@@ -14,7 +14,7 @@ const worker = new Worker('/web/worker.js', { type: 'module' });
 
 // The proposals the artifact needs (tests/wasm-features.json) and the first
 // browser versions with them and with module Workers.
-const UNSUPPORTED_BROWSER = 'This browser cannot run the validator: it needs WebAssembly with reference types, bulk memory and multi-value (Chrome or Edge 96+, Firefox 114+, Safari 15+). Validation is disabled; use a newer browser, or validate with the CLI.';
+const UNSUPPORTED_BROWSER = 'This browser cannot run the validator: it needs WebAssembly with SIMD, reference types, bulk memory and multi-value (Chrome or Edge 96+, Firefox 114+, Safari 16.4+). Validation is disabled; use a newer browser, or validate with the CLI.';
 
 /** Whether this browser's engine can compile the validator's bytes. */
 function runsValidator(wasm) {

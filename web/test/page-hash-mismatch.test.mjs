@@ -164,7 +164,7 @@ for (const [browserLacks, disable] of [
     await opened(page);
     const refusal = await rulesText(page);
     assert.match(refusal, /This browser cannot run the validator/);
-    assert.match(refusal, /Chrome or Edge 96\+, Firefox 114\+, Safari 15\+/);
+    assert.match(refusal, /Chrome or Edge 96\+, Firefox 114\+, Safari 16\.4\+/);
     assert.match(refusal, /Validation is disabled/);
     assert.ok(await page.$eval('#rules', (p) => p.classList.contains('error')), 'shown as an error');
     assert.equal(await page.isDisabled('#file'), true, 'no file can be chosen');
