@@ -23,7 +23,10 @@ use omnigraph_host::{EngineConfig, Graph, GraphRoot};
 
 #[path = "../tests/common/host_process.rs"]
 mod host_process;
+#[path = "../../omnigraph-validate-wasm/benches/target_line.rs"]
+mod target_line;
 use host_process::HostProcess;
+use target_line::target;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 const SCHEMA: &str = "node Doc { name: String @key  body: String }\nedge Cites: Doc -> Doc";
@@ -268,8 +271,7 @@ fn main() {
     println!();
     for (kind, ratio) in targets {
         let name = kind.split(' ').next().unwrap_or(kind);
-        let verdict = if ratio <= 3.0 { "met" } else { "not met" };
-        println!("target load_test_p99_vs_p50_{name} {ratio:.2} 3 {verdict}");
+        println!("{}", target(&format!("load_test_p99_vs_p50_{name}"), ratio, 3.0));
     }
     println!("target load_test_acknowledged_rows_exactly_once 1 1 met");
 }

@@ -11,6 +11,10 @@ use omnigraph_host::validator::Validator;
 use omnigraph_host::{EngineConfig, Graph, GraphRoot, LoadRequest};
 use omnigraph_validate_wasm::Mode;
 
+#[path = "../../../omnigraph-validate-wasm/benches/target_line.rs"]
+mod target_line;
+pub use target_line::{target, target_at_least};
+
 pub const SCHEMA: &str = "node Person { name: String @key  age: I32? }";
 /// Rows per load: half updates of stored rows, half new ones.
 pub const BATCH_ROWS: usize = 8_192;
@@ -136,18 +140,6 @@ pub fn ms(d: Duration) -> String {
 
 pub fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
-}
-
-/// The closing line of a benchmark for one target: met when `measured <= goal`.
-pub fn target(name: &str, measured: f64, goal: f64) -> String {
-    let verdict = if measured <= goal { "met" } else { "not met" };
-    format!("target {name} {measured:.2} {goal} {verdict}")
-}
-
-/// The same for a target that is a floor: met when `measured >= goal`.
-pub fn target_at_least(name: &str, measured: f64, goal: f64) -> String {
-    let verdict = if measured >= goal { "met" } else { "not met" };
-    format!("target {name} {measured:.2} {goal} {verdict}")
 }
 
 /// The median time of `runs` calls of `f` (after one warm-up call).
