@@ -117,7 +117,7 @@ impl Plan {
                     .iter()
                     .map(|p| {
                         let plain = p.name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-                        plain.then(|| Quoted::new(format!("\"{}\":", p.name).into_bytes()))
+                        plain.then(|| Quoted::new([b"\"", p.name.as_bytes(), b"\":"].concat()))
                     })
                     .collect();
                 TypePlan { required, all, ruled, fits, members, fixed_bytes: fixed_bytes(def) }
@@ -125,7 +125,7 @@ impl Plan {
             .collect();
         let names = |kind: TableKind| {
             let of_kind = schema.types.iter().enumerate().filter(|(_, def)| def.kind == kind);
-            of_kind.map(|(t, def)| (Quoted::new(format!("\"{}\"", def.name).into_bytes()), t)).collect()
+            of_kind.map(|(t, def)| (Quoted::new([b"\"", def.name.as_bytes(), b"\""].concat()), t)).collect()
         };
         Plan { types, node_names: names(TableKind::Node), edge_names: names(TableKind::Edge) }
     }

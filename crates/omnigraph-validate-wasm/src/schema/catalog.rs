@@ -2,57 +2,60 @@
 //! is the struct order; types are sorted by name; nothing positional (lines,
 //! columns) is included, so whitespace and comments never change the hash.
 //! It is complete: a compiled schema is rebuilt from it (`compiled.rs`).
+//!
+//! Its text is `S`: owned `String`s as `compile` builds it, or `&str`s
+//! borrowed from a compiled form that `compiled.rs` reads without copying.
 
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Catalog {
+pub struct Catalog<S = String> {
     /// Version of this JSON form.
     pub format: u32,
-    pub interfaces: Vec<CatalogType>,
-    pub nodes: Vec<CatalogType>,
-    pub edges: Vec<CatalogType>,
+    pub interfaces: Vec<CatalogType<S>>,
+    pub nodes: Vec<CatalogType<S>>,
+    pub edges: Vec<CatalogType<S>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogType {
-    pub name: String,
+pub struct CatalogType<S = String> {
+    pub name: S,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
+    pub from: Option<S>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    pub implements: Vec<String>,
-    pub properties: Vec<CatalogProp>,
-    pub key: Option<Vec<String>>,
-    pub unique: Vec<Vec<String>>,
-    pub index: Vec<Vec<String>>,
-    pub ranges: Vec<CatalogRange>,
-    pub checks: Vec<CatalogCheck>,
+    pub to: Option<S>,
+    pub implements: Vec<S>,
+    pub properties: Vec<CatalogProp<S>>,
+    pub key: Option<Vec<S>>,
+    pub unique: Vec<Vec<S>>,
+    pub index: Vec<Vec<S>>,
+    pub ranges: Vec<CatalogRange<S>>,
+    pub checks: Vec<CatalogCheck<S>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card: Option<CatalogCard>,
-    pub metadata: Vec<CatalogAnnotation>,
+    pub metadata: Vec<CatalogAnnotation<S>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogProp {
-    pub name: String,
+pub struct CatalogProp<S = String> {
+    pub name: S,
     #[serde(rename = "type")]
-    pub ty: String,
+    pub ty: S,
     pub nullable: bool,
-    pub metadata: Vec<CatalogAnnotation>,
+    pub metadata: Vec<CatalogAnnotation<S>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogRange {
-    pub property: String,
-    pub min: Option<String>,
-    pub max: Option<String>,
+pub struct CatalogRange<S = String> {
+    pub property: S,
+    pub min: Option<S>,
+    pub max: Option<S>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogCheck {
-    pub property: String,
-    pub pattern: String,
+pub struct CatalogCheck<S = String> {
+    pub property: S,
+    pub pattern: S,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -64,7 +67,7 @@ pub struct CatalogCard {
 /// A metadata annotation (`@description`, `@embed`, unknown ones…) with its
 /// arguments rendered as text (`lo..hi` for ranges).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatalogAnnotation {
-    pub name: String,
-    pub args: Option<Vec<String>>,
+pub struct CatalogAnnotation<S = String> {
+    pub name: S,
+    pub args: Option<Vec<S>>,
 }

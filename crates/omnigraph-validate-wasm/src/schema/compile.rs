@@ -179,9 +179,8 @@ pub fn compile(source: &str) -> Result<Schema, SchemaErrors> {
     }
     let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.clone()).collect();
     interfaces.sort();
-    let mut sorted_types: Vec<(String, usize)> = index.into_iter().collect();
-    sorted_types.sort();
-    Ok(Schema { types, sorted_types, interfaces, catalog, canonical, hash })
+    let sorted_types = name_order(&types, |t| &t.name);
+    Ok(Schema { types, sorted_types, interfaces, catalog: compiled::LazyCatalog::Built(catalog), canonical, hash })
 }
 
 /// Resolves one declaration's own properties and annotations.
@@ -643,15 +642,13 @@ fn build_type(cx: &mut Ctx, d: &Decl, props: Vec<Prop>, cons: Constraints) -> (T
         },
         metadata: cons.metadata,
     };
+    let prop_defs: Vec<PropDef> =
+        props.iter().map(|p| PropDef { name: p.name.clone(), ty: p.ty.clone(), nullable: p.nullable }).collect();
     let def = TypeDef {
         kind,
         name: d.name.clone(),
-        props: props.iter().map(|p| PropDef { name: p.name.clone(), ty: p.ty.clone(), nullable: p.nullable }).collect(),
-        sorted_props: {
-            let mut sorted: Vec<(String, usize)> = prop_index.into_iter().collect();
-            sorted.sort();
-            sorted
-        },
+        sorted_props: name_order(&prop_defs, |p| &p.name),
+        props: prop_defs,
         key: key_idx,
         uniques,
         ranges,

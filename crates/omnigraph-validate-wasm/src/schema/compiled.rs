@@ -5,14 +5,21 @@
 //! [`Schema`] without parsing `.pg` source, JSON or hashing, so a host that
 //! keeps it pays none of that per batch (ABI `og_*_compiled`).
 //!
+//! Reading a form allocates little: the catalog is read as text borrowed
+//! from the form (`Catalog<&str>`), the [`Schema`]'s types are built from
+//! that, and the owned [`Catalog`] is decoded only if someone asks for it
+//! ([`LazyCatalog`]; validation never does). The host's fresh instance
+//! reads a form for every batch, and for a 1-line batch the allocations
+//! of reading it were a large part of the batch's cost.
+//!
 //! `tests/vectors.rs` checks that every schema of the conformance corpus
 //! read back gives byte-identical reports, natively; `tests/parity.rs` of
 //! the host does the same in wasmtime.
 
-use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::catalog::{Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType};
-use super::{Bound, CheckRule, CompiledFormError, PropDef, RangeRule, Schema, TypeDef, UniqueMember, ValueType};
+use super::{Bound, CheckRule, CompiledFormError, PropDef, RangeRule, Schema, TypeDef, UniqueMember, ValueType, name_order};
 use crate::VALIDATOR_VERSION;
 use crate::report::TableKind;
 
@@ -44,15 +51,57 @@ pub fn read(form: &[u8]) -> Result<Schema, CompiledFormError> {
         return Err(bad("trailing header words"));
     }
     let mut reader = Reader { rest: &form[newline + 1..] };
-    let canonical = String::take(&mut reader)?;
-    let catalog = Catalog::take(&mut reader)?;
+    let canonical = <&str>::take(&mut reader)?;
+    let encoded_catalog = reader.rest;
+    let catalog = Catalog::<&str>::take(&mut reader)?;
     if !reader.rest.is_empty() {
         return Err(bad("trailing bytes"));
     }
     if catalog.format != 1 {
         return Err(bad("unknown catalog format"));
     }
-    from_catalog(catalog, canonical, hash.to_owned())
+    let encoded = LazyCatalog::Encoded { bytes: encoded_catalog.to_vec(), decoded: OnceLock::new() };
+    from_catalog(&catalog, encoded, canonical.to_owned(), hash.to_owned())
+}
+
+/// A schema's catalog: the one `compile` built, or a compiled form's
+/// encoding of it, decoded when first asked for (a batch never asks, so
+/// the artifact, whose exports never ask, carries no owned decoder).
+#[derive(Debug, Clone)]
+pub enum LazyCatalog {
+    Built(Catalog),
+    Encoded {
+        /// The [`Encoded`] catalog, which [`read`] has read once already.
+        bytes: Vec<u8>,
+        decoded: OnceLock<Catalog>,
+    },
+}
+
+impl LazyCatalog {
+    /// Whether the owned catalog exists (built, or decoded since).
+    #[cfg(test)]
+    pub fn is_decoded(&self) -> bool {
+        match self {
+            LazyCatalog::Built(_) => true,
+            LazyCatalog::Encoded { decoded, .. } => decoded.get().is_some(),
+        }
+    }
+
+    pub fn get(&self) -> &Catalog {
+        match self {
+            LazyCatalog::Built(catalog) => catalog,
+            LazyCatalog::Encoded { bytes, decoded } => decoded.get_or_init(|| {
+                Catalog::take(&mut Reader { rest: bytes }).expect("the catalog read as borrowed text reads as owned")
+            }),
+        }
+    }
+
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            LazyCatalog::Built(catalog) => catalog.put(out),
+            LazyCatalog::Encoded { bytes, .. } => out.extend_from_slice(bytes),
+        }
+    }
 }
 
 /// What is left of a compiled form to read.
@@ -73,13 +122,14 @@ impl<'a> Reader<'a> {
 
 /// A value in the compiled form: integers little-endian, a string or list
 /// as its `u32` length then its bytes or items, an option as a 0/1 byte
-/// then the value, a struct as its fields in declaration order.
-trait Encoded: Sized {
+/// then the value, a struct as its fields in declaration order. Text reads
+/// as `&'a str` borrowed from the form, or as an owned `String`.
+trait Encoded<'a>: Sized {
     fn put(&self, out: &mut Vec<u8>);
-    fn take(r: &mut Reader) -> Result<Self, CompiledFormError>;
+    fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError>;
 }
 
-impl Encoded for u32 {
+impl Encoded<'_> for u32 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -88,7 +138,7 @@ impl Encoded for u32 {
     }
 }
 
-impl Encoded for u64 {
+impl Encoded<'_> for u64 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -97,7 +147,7 @@ impl Encoded for u64 {
     }
 }
 
-impl Encoded for bool {
+impl Encoded<'_> for bool {
     fn put(&self, out: &mut Vec<u8>) {
         out.push(*self as u8);
     }
@@ -110,37 +160,46 @@ impl Encoded for bool {
     }
 }
 
-impl Encoded for String {
+impl<'a> Encoded<'a> for &'a str {
     fn put(&self, out: &mut Vec<u8>) {
         (self.len() as u32).put(out);
         out.extend_from_slice(self.as_bytes());
     }
-    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+    fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError> {
         let len = u32::take(r)? as usize;
-        String::from_utf8(r.bytes(len)?.to_vec()).map_err(|_| CompiledFormError("text is not UTF-8".into()))
+        std::str::from_utf8(r.bytes(len)?).map_err(|_| CompiledFormError("text is not UTF-8".into()))
     }
 }
 
-impl<T: Encoded> Encoded for Option<T> {
+impl<'a> Encoded<'a> for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.as_str().put(out);
+    }
+    fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError> {
+        <&str>::take(r).map(str::to_owned)
+    }
+}
+
+impl<'a, T: Encoded<'a>> Encoded<'a> for Option<T> {
     fn put(&self, out: &mut Vec<u8>) {
         self.is_some().put(out);
         if let Some(v) = self {
             v.put(out);
         }
     }
-    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+    fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError> {
         Ok(if bool::take(r)? { Some(T::take(r)?) } else { None })
     }
 }
 
-impl<T: Encoded> Encoded for Vec<T> {
+impl<'a, T: Encoded<'a>> Encoded<'a> for Vec<T> {
     fn put(&self, out: &mut Vec<u8>) {
         (self.len() as u32).put(out);
         for v in self {
             v.put(out);
         }
     }
-    fn take(r: &mut Reader) -> Result<Self, CompiledFormError> {
+    fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError> {
         let len = u32::take(r)? as usize;
         // Every item takes at least a byte: a forged length cannot reserve
         // more than the form holds.
@@ -152,10 +211,20 @@ impl<T: Encoded> Encoded for Vec<T> {
     }
 }
 
-/// [`Encoded`] for a struct: its fields in order.
+/// [`Encoded`] for a struct: its fields in order (`<S>`: generic in its text).
 macro_rules! encoded_struct {
+    ($name:ident <S> { $($field:ident),* }) => {
+        impl<'a, S: Encoded<'a>> Encoded<'a> for $name<S> {
+            fn put(&self, out: &mut Vec<u8>) {
+                $(self.$field.put(out);)*
+            }
+            fn take(r: &mut Reader<'a>) -> Result<Self, CompiledFormError> {
+                Ok($name { $($field: Encoded::take(r)?),* })
+            }
+        }
+    };
     ($name:ident { $($field:ident),* }) => {
-        impl Encoded for $name {
+        impl Encoded<'_> for $name {
             fn put(&self, out: &mut Vec<u8>) {
                 $(self.$field.put(out);)*
             }
@@ -166,51 +235,57 @@ macro_rules! encoded_struct {
     };
 }
 
-encoded_struct!(Catalog { format, interfaces, nodes, edges });
-encoded_struct!(CatalogType { name, from, to, implements, properties, key, unique, index, ranges, checks, card, metadata });
-encoded_struct!(CatalogProp { name, ty, nullable, metadata });
-encoded_struct!(CatalogRange { property, min, max });
-encoded_struct!(CatalogCheck { property, pattern });
+encoded_struct!(Catalog<S> { format, interfaces, nodes, edges });
+encoded_struct!(CatalogType<S> { name, from, to, implements, properties, key, unique, index, ranges, checks, card, metadata });
+encoded_struct!(CatalogProp<S> { name, ty, nullable, metadata });
+encoded_struct!(CatalogRange<S> { property, min, max });
+encoded_struct!(CatalogCheck<S> { property, pattern });
 encoded_struct!(CatalogCard { min, max });
-encoded_struct!(CatalogAnnotation { name, args });
+encoded_struct!(CatalogAnnotation<S> { name, args });
 
-/// The [`Schema`] `compile` built for this catalog: nodes then edges, each
-/// sorted by name (the catalog's order), properties as resolved.
-fn from_catalog(catalog: Catalog, canonical: String, hash: String) -> Result<Schema, CompiledFormError> {
-    let stored: Vec<(TableKind, &CatalogType)> = catalog
+/// The [`Schema`] `compile` built for this catalog (`encoded`, which it
+/// keeps): nodes then edges, each sorted by name (the catalog's order),
+/// properties as resolved.
+fn from_catalog(
+    catalog: &Catalog<&str>,
+    encoded: LazyCatalog,
+    canonical: String,
+    hash: String,
+) -> Result<Schema, CompiledFormError> {
+    let stored: Vec<(TableKind, &CatalogType<&str>)> = catalog
         .nodes
         .iter()
         .map(|t| (TableKind::Node, t))
         .chain(catalog.edges.iter().map(|t| (TableKind::Edge, t)))
         .collect();
-    let index: HashMap<&str, usize> = stored.iter().enumerate().map(|(i, (_, t))| (t.name.as_str(), i)).collect();
-    let endpoint = |name: &Option<String>| -> Result<Option<usize>, CompiledFormError> {
-        name.as_deref()
-            .map(|n| index.get(n).copied().ok_or_else(|| CompiledFormError(format!("unknown endpoint type {n}"))))
-            .transpose()
+    let order = name_order(&stored, |(_, t)| t.name);
+    let endpoint = |name: Option<&str>| -> Result<Option<usize>, CompiledFormError> {
+        name.map(|n| {
+            let at = order.binary_search_by(|&i| stored[i].1.name.cmp(n));
+            at.map(|at| order[at]).map_err(|_| CompiledFormError(format!("unknown endpoint type {n}")))
+        })
+        .transpose()
     };
     let mut types = Vec::with_capacity(stored.len());
     for &(kind, t) in &stored {
         let mut def = type_def(kind, t)?;
-        def.from = endpoint(&t.from)?;
-        def.to = endpoint(&t.to)?;
+        def.from = endpoint(t.from)?;
+        def.to = endpoint(t.to)?;
         types.push(def);
     }
-    let mut sorted_types: Vec<(String, usize)> = index.into_iter().map(|(n, i)| (n.to_owned(), i)).collect();
-    sorted_types.sort();
-    let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.clone()).collect();
+    let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.to_owned()).collect();
     interfaces.sort();
-    Ok(Schema { types, sorted_types, interfaces, catalog, canonical, hash })
+    Ok(Schema { types, sorted_types: order, interfaces, catalog: encoded, canonical, hash })
 }
 
-fn type_def(kind: TableKind, t: &CatalogType) -> Result<TypeDef, CompiledFormError> {
+fn type_def(kind: TableKind, t: &CatalogType<&str>) -> Result<TypeDef, CompiledFormError> {
     let bad = |what: String| CompiledFormError(format!("type {}: {what}", t.name));
     let props: Vec<PropDef> = t
         .properties
         .iter()
         .map(|p| {
-            let ty = value_type(&p.ty).ok_or_else(|| bad(format!("unknown property type {}", p.ty)))?;
-            Ok(PropDef { name: p.name.clone(), ty, nullable: p.nullable })
+            let ty = value_type(p.ty).ok_or_else(|| bad(format!("unknown property type {}", p.ty)))?;
+            Ok(PropDef { name: p.name.to_owned(), ty, nullable: p.nullable })
         })
         .collect::<Result<_, CompiledFormError>>()?;
     let prop = |name: &str| {
@@ -223,7 +298,7 @@ fn type_def(kind: TableKind, t: &CatalogType) -> Result<TypeDef, CompiledFormErr
         .map(|names| {
             names
                 .iter()
-                .map(|n| match (prop(n), kind, n.as_str()) {
+                .map(|&n| match (prop(n), kind, n) {
                     (Ok(i), _, _) => Ok(UniqueMember::Prop(i)),
                     (Err(_), TableKind::Edge, "src") => Ok(UniqueMember::Src),
                     (Err(_), TableKind::Edge, "dst") => Ok(UniqueMember::Dst),
@@ -236,26 +311,24 @@ fn type_def(kind: TableKind, t: &CatalogType) -> Result<TypeDef, CompiledFormErr
         .ranges
         .iter()
         .map(|r| {
-            let i = prop(&r.property)?;
-            let bound = |text: &Option<String>| {
-                text.as_deref().map(|s| range_bound(&props[i].ty, s).ok_or_else(|| bad(format!("bad bound {s}")))).transpose()
+            let i = prop(r.property)?;
+            let bound = |text: Option<&str>| {
+                text.map(|s| range_bound(&props[i].ty, s).ok_or_else(|| bad(format!("bad bound {s}")))).transpose()
             };
-            let text = format!("{}..{}", r.min.as_deref().unwrap_or(""), r.max.as_deref().unwrap_or(""));
-            Ok(RangeRule { prop: i, min: bound(&r.min)?, max: bound(&r.max)?, text })
+            let text = format!("{}..{}", r.min.unwrap_or(""), r.max.unwrap_or(""));
+            Ok(RangeRule { prop: i, min: bound(r.min)?, max: bound(r.max)?, text })
         })
         .collect::<Result<Vec<_>, CompiledFormError>>()?;
     let checks = t
         .checks
         .iter()
-        .map(|c| Ok(CheckRule::accepted(prop(&c.property)?, c.pattern.clone())))
+        .map(|c| Ok(CheckRule::accepted(prop(c.property)?, c.pattern.to_owned())))
         .collect::<Result<Vec<_>, CompiledFormError>>()?;
-    let mut sorted_props: Vec<(String, usize)> = props.iter().enumerate().map(|(i, p)| (p.name.clone(), i)).collect();
-    sorted_props.sort();
     Ok(TypeDef {
         kind,
-        name: t.name.clone(),
+        name: t.name.to_owned(),
+        sorted_props: name_order(&props, |p| &p.name),
         props,
-        sorted_props,
         key,
         uniques,
         ranges,

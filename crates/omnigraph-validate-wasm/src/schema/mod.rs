@@ -202,9 +202,9 @@ pub struct TypeDef {
     pub kind: TableKind,
     pub name: String,
     pub props: Vec<PropDef>,
-    /// Property names sorted, with their index in `props`, for lookups
-    /// whose cost does not depend on hashing (no hash flooding).
-    pub sorted_props: Vec<(String, usize)>,
+    /// Indexes into `props` in the order of their names ([`name_order`]), for
+    /// lookups whose cost does not depend on hashing (no hash flooding).
+    pub sorted_props: Vec<usize>,
     /// Key properties in `@key(…)` order (nodes only).
     pub key: Option<Vec<usize>>,
     pub uniques: Vec<Vec<UniqueMember>>,
@@ -225,18 +225,32 @@ impl TypeDef {
             let (len, first) = (name.len(), name.as_bytes().first());
             return self.props.iter().position(|p| p.name.len() == len && p.name.as_bytes().first() == first && p.name == name);
         }
-        self.sorted_props.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok().map(|i| self.sorted_props[i].1)
+        let at = self.sorted_props.binary_search_by(|&i| self.props[i].name.as_str().cmp(name)).ok()?;
+        Some(self.sorted_props[at])
     }
+}
+
+/// Indexes into `items` in the order of their names: what a binary search
+/// by name walks (`TypeDef::sorted_props`, `Schema::sorted_types`).
+fn name_order<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<usize> {
+    order_of(items.iter().map(name).collect())
+}
+
+/// [`name_order`]'s sort, one copy of it in the artifact for every caller.
+fn order_of(names: Vec<&str>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_unstable_by_key(|&i| names[i]);
+    order
 }
 
 /// A compiled schema. Types are ordered nodes first, then edges, each by name.
 #[derive(Debug, Clone)]
 pub struct Schema {
     pub types: Vec<TypeDef>,
-    /// Type names sorted, with their index in `types`.
-    sorted_types: Vec<(String, usize)>,
+    /// Indexes into `types` in the order of their names ([`name_order`]).
+    sorted_types: Vec<usize>,
     interfaces: Vec<String>,
-    catalog: Catalog,
+    catalog: compiled::LazyCatalog,
     canonical: String,
     hash: String,
 }
@@ -265,7 +279,8 @@ impl Schema {
             let (len, first) = (name.len(), name.as_bytes().first());
             return self.types.iter().position(|t| t.name.len() == len && t.name.as_bytes().first() == first && t.name == name);
         }
-        self.sorted_types.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok().map(|i| self.sorted_types[i].1)
+        let at = self.sorted_types.binary_search_by(|&i| self.types[i].name.as_str().cmp(name)).ok()?;
+        Some(self.sorted_types[at])
     }
 
     pub fn is_interface(&self, name: &str) -> bool {
@@ -273,7 +288,7 @@ impl Schema {
     }
 
     pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+        self.catalog.get()
     }
 
     /// The catalog's canonical JSON (SPEC §1.5).
@@ -284,5 +299,45 @@ impl Schema {
     /// `sha256:<hex>` of [`Schema::canonical_json`].
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Types and properties past [`LINEAR_LOOKUP_MAX`] are found by binary
+    /// search over [`name_order`], in a schema compiled from source and in
+    /// one read from its compiled form; validating reads no owned catalog.
+    #[test]
+    fn large_schemas_find_every_name_both_ways() {
+        let n = LINEAR_LOOKUP_MAX + 6;
+        // Names whose order differs from their declaration order.
+        let name = |i: usize| format!("{}{i}", (b'z' - (i % 26) as u8) as char);
+        let source: String = (0..n)
+            .map(|t| {
+                let props: String = (0..n).map(|p| format!("{}: I32? ", name(p))).collect();
+                format!("node T{} {{ id: String @key {props}}}\n", name(t))
+            })
+            .collect();
+        let compiled = Schema::compile(&source).unwrap();
+        let read = Schema::from_compiled(&compiled.compiled_form()).unwrap();
+        for schema in [&compiled, &read] {
+            assert!(schema.types.len() > LINEAR_LOOKUP_MAX && schema.types[0].props.len() > LINEAR_LOOKUP_MAX);
+            for (i, t) in schema.types.iter().enumerate() {
+                assert_eq!(schema.type_index(&t.name), Some(i));
+                for (j, p) in t.props.iter().enumerate() {
+                    assert_eq!(t.prop(&p.name), Some(j), "{}.{}", t.name, p.name);
+                }
+                assert_eq!(t.prop("absent"), None);
+            }
+            assert_eq!(schema.type_index("Tabsent"), None);
+        }
+        let batch = format!("{{\"type\":\"T{}\",\"data\":{{\"id\":\"a\",\"{}\":1}}}}\n", name(7), name(9));
+        let report = crate::validate(&read, &crate::Options::default(), batch.as_bytes());
+        assert!(report.ok, "{}", report.to_json());
+        assert!(!read.catalog.is_decoded(), "validation decodes no owned catalog");
+        assert_eq!(read.catalog(), compiled.catalog());
+        assert_eq!(read.compiled_form(), compiled.compiled_form());
     }
 }
