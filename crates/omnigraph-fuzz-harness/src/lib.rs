@@ -47,7 +47,8 @@ pub fn run(target: &str, data: &[u8]) {
 }
 
 /// The schema compiler: never panics; refusals carry positioned messages;
-/// a compiled schema has a stable canonical form.
+/// a compiled schema has a stable canonical form, and its compiled form
+/// (what the host passes every batch) reads back to the same schema.
 pub fn schema(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(data) else { return };
     match Schema::compile(source) {
@@ -55,6 +56,7 @@ pub fn schema(data: &[u8]) {
             let again = Schema::compile(source).expect("compiling is deterministic");
             assert_eq!(schema.canonical_json(), again.canonical_json(), "canonical JSON is deterministic");
             assert_eq!(schema.hash(), again.hash());
+            reads_back(&schema);
         }
         Err(errors) => {
             assert!(!errors.errors.is_empty(), "a refused schema names at least one error");
@@ -64,6 +66,23 @@ pub fn schema(data: &[u8]) {
             }
         }
     }
+}
+
+/// `schema`'s compiled form reads back to the same rules, lookups, catalog
+/// and form.
+fn reads_back(schema: &Schema) {
+    let form = schema.compiled_form();
+    let back = Schema::from_compiled(&form).expect("a compiled form reads back");
+    assert_eq!(format!("{:?}", back.types), format!("{:?}", schema.types), "the same types and rules");
+    for (i, t) in schema.types.iter().enumerate() {
+        assert_eq!(back.type_index(&t.name), Some(i), "type {}", t.name);
+        for (j, p) in t.props.iter().enumerate() {
+            assert_eq!(back.types[i].prop(&p.name), Some(j), "property {}.{}", t.name, p.name);
+        }
+    }
+    assert_eq!(back.compiled_form(), form, "a read-back schema writes the same form");
+    assert_eq!((back.canonical_json(), back.hash()), (schema.canonical_json(), schema.hash()));
+    assert_eq!(back.catalog(), schema.catalog(), "the catalog decoded when asked for");
 }
 
 /// One validation a fuzz input asks for: a schema (its `.pg` source and
