@@ -694,7 +694,10 @@ fn bound(cx: &mut Ctx, ty: &ValueType, text: &str, span: Span) -> Option<(Bound,
             }
         }
     } else if *ty == ValueType::F32 {
-        match text.parse::<f32>() {
+        // `+ 0.0` turns −0 into +0: the canonical text writes both as `0`,
+        // and a compiled form, which keeps the text, must read back the
+        // same bound.
+        match text.parse::<f32>().map(|v| v + 0.0) {
             Ok(v) if v.is_finite() => Some((Bound::Float(v as f64), format_f32(v))),
             _ => {
                 cx.err(span, format!("@range bound {text} is not a finite F32"));
@@ -702,7 +705,7 @@ fn bound(cx: &mut Ctx, ty: &ValueType, text: &str, span: Span) -> Option<(Bound,
             }
         }
     } else {
-        match text.parse::<f64>() {
+        match text.parse::<f64>().map(|v| v + 0.0) {
             Ok(v) if v.is_finite() => Some((Bound::Float(v), format_f64(v))),
             _ => {
                 cx.err(span, format!("@range bound {text} is not a finite F64"));

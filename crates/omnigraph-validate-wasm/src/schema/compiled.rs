@@ -415,6 +415,17 @@ mod tests {
         [&form[..at], to, &form[at + from.len()..]].concat()
     }
 
+    /// The schema fuzz target's finding: `-0` compiled to a bound of −0.0
+    /// whose canonical text is `0`, so the form read back held +0.0 (equal in
+    /// every comparison, but not the same schema).
+    #[test]
+    fn negative_zero_bounds_read_back_as_compiled() {
+        let source = "node M { id: String @key  x: F32?  y: F64?  @range(x, -0..-0.0)  @range(y, -0.000..) }";
+        let schema = Schema::compile(source).unwrap();
+        let back = Schema::from_compiled(&schema.compiled_form()).unwrap();
+        assert_eq!(format!("{:?}", back.types), format!("{:?}", schema.types));
+    }
+
     #[test]
     fn anything_else_is_refused_with_a_reason() {
         let form = Schema::compile("node P { name: String @key }").unwrap().compiled_form();
