@@ -226,10 +226,12 @@ mod exports {
         ABI_VERSION
     }
 
-    /// Allocates `len` zeroed bytes for an input buffer.
+    /// Allocates `len` bytes for an input buffer, which the host fills
+    /// whole before passing it. Not zeroed: zeroing a batch's buffer only
+    /// to overwrite it cost ~1.5 % of a 32 MiB batch in wasmtime.
     #[unsafe(no_mangle)]
     pub extern "C" fn og_alloc(len: u32) -> *mut u8 {
-        Box::into_raw(vec![0u8; len as usize].into_boxed_slice()) as *mut u8
+        Box::into_raw(Box::<[u8]>::new_uninit_slice(len as usize)).cast::<u8>()
     }
 
     /// Frees a buffer from `og_alloc` or a result buffer.

@@ -7,7 +7,8 @@ limit and an epoch deadline. Every import the module has (wasm-bindgen's JS
 glue, listed in tests/wasm-imports.json) is defined as a trap: the plain ABI
 never calls them.
 
-The ABI: `og_alloc(len) -> ptr` gives an input buffer in the module's memory;
+The ABI: `og_alloc(len) -> ptr` gives an input buffer in the module's memory
+(not zeroed: the caller writes all `len` bytes);
 `og_validate(schema, options, batch)` (each a pointer and a length) returns
 `ptr << 32 | len` of a result buffer whose first byte is the status:
 `0` report JSON, `3` schema error JSON, `4` options error message.
