@@ -4,10 +4,13 @@
 // first, then a pause for the user to pick a file). Five calls per browser;
 // ROUNDS browsers of each kind, alternated: a first call happens once per
 // browser, so its figure is the median over the rounds (each printed too).
+// Each browser is followed by a native run (web/bench/native.mjs), and the
+// first call's ratio to it is taken per browser.
 // Usage: node web/bench/browser-bench.mjs BATCH.ndjson OPTIONS.json [PAUSE_MS] [ROUNDS]
 import { readFileSync } from 'node:fs';
 import { launch } from '../test/browser.mjs';
 import { serve } from '../test/serve.mjs';
+import { median, nativeMs, pairedLine } from './native.mjs';
 
 const [batchPath, optionsPath, pauseArg, roundsArg] = process.argv.slice(2);
 const batch = readFileSync(batchPath);
@@ -49,24 +52,32 @@ async function run(warm) {
   }
 }
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const mibs = (ms) => (batch.length / 1048576 / (ms / 1000)).toFixed(1);
 const line = (label, first, typical) =>
   `${label}: first ${first.toFixed(1)} ms (${mibs(first)} MiB/s), median ${typical.toFixed(1)} ms (${mibs(typical)} MiB/s)`;
 
 try {
   const results = { cold: [], warm: [] };
+  const ratios = { cold: [], warm: [] };
   for (let round = 1; round <= rounds; round++) {
     for (const warm of [false, true]) {
+      const kind = warm ? 'warm' : 'cold';
       const result = await run(warm);
-      results[warm ? 'warm' : 'cold'].push(result);
+      results[kind].push(result);
       const label = warm ? `warm-up ${result.warmMs.toFixed(1)} ms` : 'cold';
-      console.log(line(`  round ${round}, ${label}`, result.times[0], median(result.times)));
+      const native = nativeMs(batchPath, optionsPath);
+      const paired = native === null ? '' : `; native median ${native.toFixed(1)} ms`;
+      if (native !== null) ratios[kind].push(native / result.times[0]);
+      console.log(line(`  round ${round}, ${label}`, result.times[0], median(result.times)) + paired);
     }
   }
   for (const [kind, runs] of Object.entries(results)) {
     const label = kind === 'warm' ? `after the page's warm-up (median ${median(runs.map((r) => r.warmMs)).toFixed(1)} ms, then ${pauseMs} ms)` : 'cold';
     console.log(line(`chromium validate 32MiB ${label}, medians of ${rounds} browsers`, median(runs.map((r) => r.times[0])), median(runs.map((r) => median(r.times)))));
+  }
+  if (ratios.cold.length) {
+    console.log(pairedLine('chromium_cold_first_call_vs_native', ratios.cold));
+    console.log(pairedLine('chromium_page_first_call_vs_native', ratios.warm));
   }
 } finally {
   http.server.close();

@@ -3,15 +3,28 @@
 //! With `--prepare` it also builds the Arrow IPC of an accepted batch (for
 //! profiling `prepare`) and prints each table's size; with `--rows`, the
 //! canonical rows the artifact's `og_prepare` returns (`prepare_rows`), and
-//! prints their size.
+//! prints their size. With `--time N` it validates N times and prints only
+//! the median and fastest time (the native side of web/bench's paired
+//! ratios: a run of this between a JS runtime's calls).
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let prepare = args.iter().any(|a| a == "--prepare");
     let rows = args.iter().any(|a| a == "--rows");
     args.retain(|a| a != "--prepare" && a != "--rows");
+    let times = match args.iter().position(|a| a == "--time") {
+        Some(at) => {
+            let n: usize = args.get(at + 1).and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| {
+                eprintln!("--time takes a positive number of runs");
+                std::process::exit(2)
+            });
+            args.drain(at..at + 2);
+            Some(n)
+        }
+        None => None,
+    };
     if args.len() < 3 {
-        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows]");
+        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows | --time N]");
         std::process::exit(2);
     }
     let source = std::fs::read_to_string(&args[1]).expect("read schema");
@@ -27,6 +40,18 @@ fn main() {
         Some(p) => omnigraph_validate_wasm::Options::from_json(&std::fs::read(p).expect("read options")).expect("options"),
         None => omnigraph_validate_wasm::Options::default(),
     };
+    if let Some(n) = times {
+        let mut ms: Vec<f64> = (0..n)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                std::hint::black_box(omnigraph_validate_wasm::validate(&schema, &options, &batch));
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!("native validate: median {:.1} ms, fastest {:.1} ms, of {n}", ms[n / 2], ms[0]);
+        return;
+    }
     let report = if rows {
         match omnigraph_validate_wasm::prepare_rows(&schema, &options, &batch) {
             Ok((report, rows)) => {
