@@ -57,7 +57,9 @@ PY
 done
 
 # wasm-bindgen writes a name section (function names for stack traces);
-# drop it: ~130 KB the download does not need.
+# drop it: ~130 KB the download does not need. A copy keeps it, for
+# scripts/profile-wasm.sh to name the functions of a profile.
+cp web/pkg/web/validate_bg.wasm "$CARGO_TARGET_DIR/validate_bg.named.wasm"
 python3 scripts/strip-wasm-names.py web/pkg/web/validate_bg.wasm web/pkg/nodejs/validate_bg.wasm
 
 if ! cmp -s web/pkg/web/validate_bg.wasm web/pkg/nodejs/validate_bg.wasm; then
