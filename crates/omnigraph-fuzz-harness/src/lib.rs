@@ -239,9 +239,22 @@ fn check_counts(report: &Report, options: &Options) {
     assert_eq!(report.ok, report.error_count == 0, "ok means no errors");
 }
 
+/// The repository's root, found when the process runs. Cargo sets
+/// `CARGO_MANIFEST_DIR` for every test, bench and example it starts; the
+/// path compiled in (`env!`) is only the fallback, for the binaries it does
+/// not start (cargo-fuzz's). A target dir shared between checkouts (ours and
+/// CI's clean clones) keeps a build made in another checkout whenever this
+/// one's sources are older than it, and that build's compiled-in path names
+/// the other checkout (which may hold other files, or be gone).
+pub fn repo_root() -> PathBuf {
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let root = manifest_dir.ancestors().find(|dir| dir.join("tests/vectors").is_dir() && dir.join("fuzz/regressions").is_dir());
+    root.unwrap_or_else(|| panic!("no repository root (tests/vectors, fuzz/regressions) above {}", manifest_dir.display())).to_path_buf()
+}
+
 /// The kept inputs' folder: `fuzz/regressions/<target>/`.
 pub fn regressions_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions")
+    repo_root().join("fuzz/regressions")
 }
 
 /// The input files of a folder (a target's kept inputs or a corpus),
@@ -253,9 +266,14 @@ pub fn input_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The sample graph's folder (`samples/`: the people schema and batches).
+pub fn samples_dir() -> PathBuf {
+    repo_root().join("samples")
+}
+
 /// The conformance corpus folder.
 pub fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
+    repo_root().join("tests/vectors")
 }
 
 /// Every corpus case's schema that compiles (its source and compiled

@@ -12,11 +12,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::target;
+use omnigraph_fuzz_harness::samples_dir;
 
 mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
-const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples");
 const RUNS: usize = 15;
 const UNCACHED_RUNS: usize = 3;
 const LOADS: usize = 20;
@@ -42,9 +42,9 @@ fn main() {
     let cache = cache.to_str().unwrap();
     let root = dir.path().join("graph");
     let root = root.to_str().unwrap();
-    let schema = format!("{SAMPLES}/people.pg");
+    let schema = samples_dir().join("people.pg").display().to_string();
     let one_line = dir.path().join("one.ndjson");
-    let first = std::fs::read_to_string(format!("{SAMPLES}/people.ndjson")).unwrap().lines().next().unwrap().to_owned();
+    let first = std::fs::read_to_string(samples_dir().join("people.ndjson")).unwrap().lines().next().unwrap().to_owned();
     std::fs::write(&one_line, format!("{first}\n")).unwrap();
     let one_line = one_line.to_str().unwrap();
 

@@ -13,13 +13,12 @@ use common::*;
 use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
-const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples");
 
 #[test]
 fn validate_prints_file_lines_and_codes_and_exits_by_verdict() {
     let run = |file: &str, json: bool| {
         let mut cmd = Command::new(BIN);
-        cmd.args(["validate", "--schema", &format!("{SAMPLES}/people.pg"), &format!("{SAMPLES}/{file}")]);
+        cmd.args(["validate", "--schema", &sample("people.pg"), &sample(file)]);
         if json {
             cmd.arg("--json");
         }
@@ -181,7 +180,7 @@ fn listed_branches(place: &Place) -> Vec<String> {
 fn log_prints_every_commit_newest_first_with_seq_and_parent() {
     let dir = tokio::runtime::Runtime::new().unwrap().block_on(place());
     let files = tempfile::tempdir().unwrap();
-    let (code, _, stderr) = host(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")]);
+    let (code, _, stderr) = host(&dir, &["init"], &[&sample("people.pg")]);
     assert_eq!(code, Some(0), "{stderr}");
     let loads = 3;
     for n in 0..loads {
@@ -230,7 +229,7 @@ fn log_prints_every_commit_newest_first_with_seq_and_parent() {
 fn branch_list_create_and_delete() {
     let dir = tokio::runtime::Runtime::new().unwrap().block_on(place());
     let files = tempfile::tempdir().unwrap();
-    assert_eq!(host(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")]).0, Some(0));
+    assert_eq!(host(&dir, &["init"], &[&sample("people.pg")]).0, Some(0));
     let file = write_file(&files, "a.ndjson", &person("A", 1));
     assert_eq!(host(&dir, &["load"], &[&file]).0, Some(0));
     assert_eq!(listed_branches(&dir), ["main"]);
@@ -390,7 +389,7 @@ fn only_commands_that_validate_compile_the_validator() {
     let modules = cache.path().join("modules");
     let env = [("OMNIGRAPH_MODULE_CACHE", modules.to_str().unwrap())];
     let compiled = || std::fs::read_dir(&modules).map_or(0, |d| d.count());
-    let (code, _, stderr) = host_with_env(&dir, &["init"], &[&format!("{SAMPLES}/people.pg")], &env);
+    let (code, _, stderr) = host_with_env(&dir, &["init"], &[&sample("people.pg")], &env);
     assert_eq!(code, Some(0), "{stderr}");
     for (words, rest) in [(&["log"][..], &[][..]), (&["branch"], &["list"]), (&["export"], &[])] {
         let (code, _, stderr) = host_with_env(&dir, words, rest, &env);
@@ -399,7 +398,7 @@ fn only_commands_that_validate_compile_the_validator() {
     }
     for _ in 0..2 {
         let out = Command::new(BIN)
-            .args(["validate", "--schema", &format!("{SAMPLES}/people.pg"), &format!("{SAMPLES}/people.ndjson")])
+            .args(["validate", "--schema", &sample("people.pg"), &sample("people.ndjson")])
             .env("OMNIGRAPH_MODULE_CACHE", &modules)
             .output()
             .unwrap();

@@ -23,7 +23,7 @@ async fn json_of(r: reqwest::Response) -> (u16, Value) {
 }
 
 fn sample() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples/people.ndjson")).unwrap()
+    std::fs::read_to_string(common::sample("people.ndjson")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

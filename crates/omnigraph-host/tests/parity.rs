@@ -8,19 +8,15 @@ use std::sync::LazyLock;
 
 use omnigraph_host::validator::{ARTIFACT, PrepareResult, RunnerConfig, ValidateOutcome, Validator};
 use arrow_ipc::reader::StreamReader;
-use omnigraph_fuzz_harness::{Validation, input_files, regressions_dir, seeds, validations};
+use omnigraph_fuzz_harness::{Validation, input_files, regressions_dir, repo_root, seeds, validations};
 use omnigraph_validate_wasm::{Options, PreparedBatch, PreparedTable, Schema, prepare, validate};
 
 /// Compiled once per test binary: Cranelift compilation is the slow part.
 static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| Validator::new(RunnerConfig::default()).expect("validator"));
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn cases() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> =
-        fs::read_dir(root().join("tests/vectors")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+        fs::read_dir(repo_root().join("tests/vectors")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
     dirs
 }
@@ -31,7 +27,7 @@ fn read(dir: &Path, name: &str) -> Vec<u8> {
 
 #[test]
 fn runner_uses_the_recorded_artifact() {
-    let recorded = fs::read_to_string(root().join("web/pkg/validate_bg.wasm.sha256")).unwrap();
+    let recorded = fs::read_to_string(repo_root().join("web/pkg/validate_bg.wasm.sha256")).unwrap();
     assert_eq!(VALIDATOR.artifact_sha256(), recorded.trim());
     assert_eq!(VALIDATOR.abi_version().unwrap(), omnigraph_validate_wasm::abi::ABI_VERSION);
 }
@@ -39,7 +35,7 @@ fn runner_uses_the_recorded_artifact() {
 #[test]
 fn module_imports_only_the_known_glue() {
     let expected: serde_json::Value =
-        serde_json::from_slice(&fs::read(root().join("tests/wasm-imports.json")).unwrap()).unwrap();
+        serde_json::from_slice(&fs::read(repo_root().join("tests/wasm-imports.json")).unwrap()).unwrap();
     let engine = wasmtime::Engine::default();
     let module = wasmtime::Module::new(&engine, ARTIFACT).unwrap();
     let actual: Vec<serde_json::Value> = module
@@ -135,7 +131,7 @@ fn fuzz_inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let mut inputs = seeds(target);
     let mut dirs = vec![regressions_dir().join(target)];
     if let Some(corpus) = std::env::var_os("OMNIGRAPH_FUZZ_CORPUS") {
-        dirs.push(root().join(corpus).join(target));
+        dirs.push(repo_root().join(corpus).join(target));
     }
     for dir in dirs {
         inputs.extend(input_files(&dir).into_iter().map(|f| (f.display().to_string(), fs::read(&f).unwrap())));
@@ -183,7 +179,7 @@ fn schema_and_options_errors_are_typed() {
 #[test]
 fn the_artifact_needs_exactly_the_listed_wasm_features() {
     let listed: serde_json::Value =
-        serde_json::from_slice(&fs::read(root().join("tests/wasm-features.json")).unwrap()).unwrap();
+        serde_json::from_slice(&fs::read(repo_root().join("tests/wasm-features.json")).unwrap()).unwrap();
     let toggles: [(&str, fn(&mut wasmtime::Config)); 11] = [
         ("bulk-memory", |c| {
             c.wasm_bulk_memory(false);

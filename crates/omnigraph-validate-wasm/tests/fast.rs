@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use omnigraph_validate_wasm::{Options, Schema, differential, validate};
 
 fn corpus() -> Vec<(PathBuf, Schema, Options, Vec<u8>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
+    // From the directory cargo gives the running test, not the one compiled in
+    // (a shared target dir may keep a build made in another checkout).
+    let root = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo runs the tests")).join("../../tests/vectors");
     let mut dirs: Vec<PathBuf> = fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
     dirs.into_iter()

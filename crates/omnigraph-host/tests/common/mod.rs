@@ -15,6 +15,12 @@ use omnigraph_host::validator::{RunnerConfig, Validator};
 use omnigraph_host::{EngineConfig, EngineError, Graph, GraphRoot, LoadRequest, Receipt, StorageOptions, tables};
 use omnigraph_validate_wasm::Mode;
 
+/// A file of `samples/`, found from where the test runs (see
+/// [`omnigraph_fuzz_harness::repo_root`]).
+pub fn sample(name: &str) -> String {
+    omnigraph_fuzz_harness::samples_dir().join(name).to_str().expect("a UTF-8 path").to_owned()
+}
+
 /// The sample schema (people, companies, knows, works-at).
 pub const SCHEMA: &str = include_str!("../../../../samples/people.pg");
 
