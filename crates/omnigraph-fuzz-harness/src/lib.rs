@@ -239,17 +239,21 @@ fn check_counts(report: &Report, options: &Options) {
     assert_eq!(report.ok, report.error_count == 0, "ok means no errors");
 }
 
-/// The repository's root, found when the process runs. Cargo sets
-/// `CARGO_MANIFEST_DIR` for every test, bench and example it starts; the
-/// path compiled in (`env!`) is only the fallback, for the binaries it does
-/// not start (cargo-fuzz's). A target dir shared between checkouts (ours and
-/// CI's clean clones) keeps a build made in another checkout whenever this
-/// one's sources are older than it, and that build's compiled-in path names
-/// the other checkout (which may hold other files, or be gone).
+/// The repository's root, found when the process runs: the first folder
+/// holding `tests/vectors` and `fuzz/regressions` above the
+/// `CARGO_MANIFEST_DIR` that cargo sets for every test, bench and example it
+/// starts, else above the path compiled in (`env!`), for the binaries cargo
+/// does not start (cargo-fuzz's). A target dir shared between checkouts
+/// (ours and CI's clean clones) keeps a build made in another checkout
+/// whenever this one's sources are older than it, and that build's
+/// compiled-in path names the other checkout (which may hold other files,
+/// or be gone).
 pub fn repo_root() -> PathBuf {
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-    let root = manifest_dir.ancestors().find(|dir| dir.join("tests/vectors").is_dir() && dir.join("fuzz/regressions").is_dir());
-    root.unwrap_or_else(|| panic!("no repository root (tests/vectors, fuzz/regressions) above {}", manifest_dir.display())).to_path_buf()
+    let compiled_in = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let starts: Vec<PathBuf> = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).into_iter().chain([compiled_in]).collect();
+    let is_root = |dir: &Path| dir.join("tests/vectors").is_dir() && dir.join("fuzz/regressions").is_dir();
+    let root = starts.iter().find_map(|start| start.ancestors().find(|dir| is_root(dir)));
+    root.unwrap_or_else(|| panic!("no repository root (tests/vectors, fuzz/regressions) above {starts:?}")).to_path_buf()
 }
 
 /// The kept inputs' folder: `fuzz/regressions/<target>/`.
