@@ -22,6 +22,10 @@ use rounds::Rounds;
 const SCHEMA: &str = include_str!("../../../tests/bench/schema.pg");
 const PEOPLE: &str = include_str!("../../../samples/people.pg");
 const TARGET_BYTES: usize = 32 * 1024 * 1024 - 64 * 1024;
+/// Rounds of the 32 MiB batch, native and wasmtime timed once each a round
+/// (as the validator bench's timed pass; with five, three runs within an
+/// hour read 0.50, 0.60 and 0.53).
+const ROUNDS: usize = 11;
 const ONE_LINE: &[u8] = b"{\"type\":\"Company\",\"data\":{\"name\":\"c\"}}\n";
 
 fn runner(c: &mut Criterion) {
@@ -126,7 +130,7 @@ fn targets() {
     let people_time = median_time(21, || validator.validate(PEOPLE, b"", &people).unwrap());
     let (step_validate, step) = commit_validation_step(&validator);
     let (edges_prepare, edges_refs, refs) = edges_validation_step(&validator, &schema, &batch);
-    let rounds = Rounds::run(5, &mut [
+    let rounds = Rounds::run(ROUNDS, &mut [
         &mut || drop(std::hint::black_box(validate(&schema, &options, &batch))),
         &mut || drop(std::hint::black_box(validator.validate(SCHEMA, options_json, &batch).unwrap())),
     ]);
@@ -134,8 +138,10 @@ fn targets() {
     let mib = batch.len() as f64 / (1024.0 * 1024.0);
     println!();
     println!("Timed pass (medians):");
-    println!("  32 MiB batch: native {:.0} ms ({:.1} MiB/s), wasmtime {:.0} ms ({:.1} MiB/s)",
+    println!("  32 MiB batch ({ROUNDS} rounds): native {:.0} ms ({:.1} MiB/s), wasmtime {:.0} ms ({:.1} MiB/s)",
         native.as_secs_f64() * 1e3, mib / native.as_secs_f64(), wasm.as_secs_f64() * 1e3, mib / wasm.as_secs_f64());
+    let per_round: Vec<String> = rounds.speeds(1, 0).iter().map(|r| format!("{r:.2}")).collect();
+    println!("  wasmtime / native, each round: {}", per_round.join(" "));
     println!("  fresh instance, one call: {:.1} µs", us(instance));
     println!("  1-line batch, first call (compiles the schema once): {:.1} µs", us(first));
     println!("  1-line batch, schema compiled: {:.1} µs", us(one_line));

@@ -39,7 +39,13 @@ impl Rounds {
     /// The median over rounds of contender `baseline`'s time over contender
     /// `i`'s: above 1 when `i` is the faster.
     pub fn speed(&self, i: usize, baseline: usize) -> f64 {
-        median(self.secs[baseline].iter().zip(&self.secs[i]).map(|(b, t)| b / t).collect())
+        median(self.speeds(i, baseline))
+    }
+
+    /// Each round's time of contender `baseline` over contender `i`'s, in
+    /// round order (how much the machine moved within the run).
+    pub fn speeds(&self, i: usize, baseline: usize) -> Vec<f64> {
+        self.secs[baseline].iter().zip(&self.secs[i]).map(|(b, t)| b / t).collect()
     }
 }
 
