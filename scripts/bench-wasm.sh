@@ -17,16 +17,18 @@ scripts/build-wasm.sh
 
 BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
 cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+log="$work/log"
 # The native validator the JS benches time between their calls (paired
-# ratios, web/bench/native.mjs), built as wasm_runner's native side is.
-cargo build --locked --quiet --profile dev -p omnigraph-validate-wasm --example validate
-export OMNIGRAPH_NATIVE_VALIDATE="$CARGO_TARGET_DIR/debug/examples/validate"
+# ratios, web/bench/native.mjs), built as wasm_runner's native side is; a
+# copy, which no other build in the target dir rewrites while this runs.
+OMNIGRAPH_NATIVE_VALIDATE="$(scripts/build-exe.sh "$work" --profile dev -p omnigraph-validate-wasm --example validate)"
+export OMNIGRAPH_NATIVE_VALIDATE
 
 gz=$(gzip -9c web/pkg/web/validate_bg.wasm | wc -c)
 echo "== artifact"
 echo "raw $(stat -c %s web/pkg/web/validate_bg.wasm) bytes, gzip -9 $gz bytes"
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
 echo "== native and wasmtime (criterion, then the timed pass)"
 cargo bench --locked --profile dev -p omnigraph-host --bench wasm_runner 2>&1 | tee "$log" \
   | grep -E '^[a-z0-9_/]+ +time:|^[a-zA-Z0-9_/]+$|time:|thrpt:' | grep -v '%'

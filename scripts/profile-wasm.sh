@@ -19,15 +19,12 @@ command -v perf >/dev/null || { echo "profile-wasm: needs Linux perf (Debian: ap
 scripts/build-wasm.sh
 BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
 cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH"
-cargo build --locked --quiet --profile dev -p omnigraph-validate-wasm --example validate
-cargo build --locked --quiet --profile dev -p omnigraph-host --features wasm-profiling --bin omnigraph-host
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# The binary leaves the shared target dir's path before the next build of
-# the host (without the feature) writes there again.
-cp "$CARGO_TARGET_DIR/debug/omnigraph-host" "$work/omnigraph-host"
-cp "$CARGO_TARGET_DIR/debug/examples/validate" "$work/validate"
+# Copies out of the shared target dir, whose paths the next build there
+# (the host without the feature, a `cargo test`) rewrites.
+scripts/build-exe.sh "$work" --profile dev -p omnigraph-validate-wasm --example validate >/dev/null
+scripts/build-exe.sh "$work" --profile dev -p omnigraph-host --features wasm-profiling --bin omnigraph-host >/dev/null
 python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["limits"]))' "$BATCH.options.json" >"$work/limits.json"
 validate_wasm=("$work/omnigraph-host" validate --schema tests/bench/schema.pg --limits "$work/limits.json" "$BATCH")
 

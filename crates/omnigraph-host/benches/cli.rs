@@ -22,22 +22,27 @@ const UNCACHED_RUNS: usize = 3;
 const LOADS: usize = 20;
 
 /// Runs the binary once, checks it succeeded, returns its wall time.
-fn run(args: &[&str], cache: &str) -> Duration {
+fn run(bin: &Path, args: &[&str], cache: &str) -> Duration {
     let start = Instant::now();
-    let out = Command::new(BIN).args(args).env("OMNIGRAPH_MODULE_CACHE", cache).output().unwrap();
+    let out = Command::new(bin).args(args).env("OMNIGRAPH_MODULE_CACHE", cache).output().unwrap();
     let took = start.elapsed();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     took
 }
 
-fn median_ms(args: &[&str], cache: &str, runs: usize) -> f64 {
-    let mut times: Vec<Duration> = (0..runs).map(|_| run(args, cache)).collect();
+fn median_ms(bin: &Path, args: &[&str], cache: &str, runs: usize) -> f64 {
+    let mut times: Vec<Duration> = (0..runs).map(|_| run(bin, args, cache)).collect();
     times.sort();
     times[runs / 2].as_secs_f64() * 1e3
 }
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
+    // A copy: the target dir's path is rewritten by whatever builds there
+    // next (a `cargo test` from another checkout builds it at opt-level 0).
+    let bin = dir.path().join("omnigraph-host");
+    std::fs::copy(BIN, &bin).unwrap();
+    let bin = bin.as_path();
     let cache = dir.path().join("modules");
     let cache = cache.to_str().unwrap();
     let root = dir.path().join("graph");
@@ -48,19 +53,19 @@ fn main() {
     std::fs::write(&one_line, format!("{first}\n")).unwrap();
     let one_line = one_line.to_str().unwrap();
 
-    run(&["init", "--root", root, &schema], cache);
+    run(bin, &["init", "--root", root, &schema], cache);
     for n in 0..LOADS {
         let file = dir.path().join(format!("{n}.ndjson"));
         std::fs::write(&file, format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{n}\",\"age\":{n}}}}}\n")).unwrap();
-        run(&["load", "--root", root, file.to_str().unwrap()], cache);
+        run(bin, &["load", "--root", root, file.to_str().unwrap()], cache);
     }
     assert!(Path::new(cache).read_dir().unwrap().count() == 1, "the loads filled the module cache");
 
     let validate = ["validate", "--schema", &schema, one_line];
-    let cached = median_ms(&validate, cache, RUNS);
-    let uncached = median_ms(&validate, "off", UNCACHED_RUNS);
-    let log = median_ms(&["log", "--root", root], cache, RUNS);
-    let branches = median_ms(&["branch", "--root", root, "list"], cache, RUNS);
+    let cached = median_ms(bin, &validate, cache, RUNS);
+    let uncached = median_ms(bin, &validate, "off", UNCACHED_RUNS);
+    let log = median_ms(bin, &["log", "--root", root], cache, RUNS);
+    let branches = median_ms(bin, &["branch", "--root", root, "list"], cache, RUNS);
     println!("validate, one line, module cache filled: {cached:.1} ms (median of {RUNS} processes)");
     println!("validate, one line, module cache off:    {uncached:.1} ms (median of {UNCACHED_RUNS}), {:.1}x", uncached / cached);
     println!("log ({} commits):                         {log:.1} ms", LOADS + 1);
