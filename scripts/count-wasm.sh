@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Instructions per batch of the benchmark batch (~32 MiB), in wasmtime and
+# native, counted by valgrind's cachegrind: a diagnostic for comparing two
+# builds of the validator on this shared machine, whose wall-clock speed
+# moves by more than a change of a few percent (docs/performance.md). A
+# count is not a time (a change that took 6 % of wasmtime's instructions
+# took about 2 % of its time), but it is the same from run to run (two
+# processes of 5.2 billion differed by 1,110), so whether a change removes
+# work shows at once. Each side runs 1 and 1+CALLS batches in one process and the
+# difference is divided by CALLS, so start-up and module loading cancel.
+# Not a benchmark: no target lines. Needs valgrind (Debian: valgrind).
+# Usage: scripts/count-wasm.sh [CALLS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
+calls="${1:-2}"
+command -v valgrind >/dev/null || { echo "count-wasm: needs valgrind (Debian: apt-get install valgrind)" >&2; exit 2; }
+
+scripts/build-wasm.sh >/dev/null
+BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
+cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH" >/dev/null
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# Built as wasm_runner's two sides are (the `dev` profile), and copied out
+# of the shared target dir (scripts/build-exe.sh).
+native="$(scripts/build-exe.sh "$work" --profile dev -p omnigraph-validate-wasm --example validate)"
+wasm="$(scripts/build-exe.sh "$work" --profile dev -p omnigraph-host --example validate-wasm)"
+args=(tests/bench/schema.pg "$BATCH" "$BATCH.options.json")
+
+instructions() {
+  valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+    awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
+}
+# The first process under valgrind ran 7x the instructions of the next:
+# the compiled-module cache is keyed by the CPU's features, and valgrind
+# reports others, so it compiles once; the counts come after.
+instructions "$wasm" "${args[@]}" --calls 1 >/dev/null
+per_batch() {
+  local one more
+  one=$(instructions "$@" 1)
+  more=$(instructions "$@" $((1 + calls)))
+  echo $(((more - one) / calls))
+}
+# `validate --time N` validates N times.
+n=$(per_batch "$native" "${args[@]}" --time)
+w=$(per_batch "$wasm" "${args[@]}" --calls)
+echo "instructions per batch ($(stat -c %s "$BATCH") bytes), each side's difference of 1 and $((1 + calls)) batches over $calls:"
+echo "native   $n"
+echo "wasmtime $w"
+python3 -c 'import sys; n, w = map(int, sys.argv[1:]); print(f"wasmtime / native {w / n:.3f}")' "$n" "$w"
