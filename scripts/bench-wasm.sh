@@ -12,11 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
-scripts/build-wasm.sh
+BATCH="$(scripts/bench-batch.sh)"
 (cd web && npm ci --no-audit --no-fund --silent)
-
-BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
-cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 log="$work/log"

@@ -16,9 +16,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/targe
 calls="${1:-2}"
 command -v valgrind >/dev/null || { echo "count-wasm: needs valgrind (Debian: apt-get install valgrind)" >&2; exit 2; }
 
-scripts/build-wasm.sh >/dev/null
-BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
-cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH" >/dev/null
+BATCH="$(scripts/bench-batch.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # Built as wasm_runner's two sides are (the `dev` profile), and copied out
@@ -34,16 +32,16 @@ instructions() {
 # The first process under valgrind ran 7x the instructions of the next:
 # the compiled-module cache is keyed by the CPU's features, and valgrind
 # reports others, so it compiles once; the counts come after.
-instructions "$wasm" "${args[@]}" --calls 1 >/dev/null
+instructions "$wasm" "${args[@]}" 1 >/dev/null
 per_batch() {
   local one more
   one=$(instructions "$@" 1)
   more=$(instructions "$@" $((1 + calls)))
   echo $(((more - one) / calls))
 }
-# `validate --time N` validates N times.
+# `validate --time N` validates N times; `validate-wasm` takes N last.
 n=$(per_batch "$native" "${args[@]}" --time)
-w=$(per_batch "$wasm" "${args[@]}" --calls)
+w=$(per_batch "$wasm" "${args[@]}")
 echo "instructions per batch ($(stat -c %s "$BATCH") bytes), each side's difference of 1 and $((1 + calls)) batches over $calls:"
 echo "native   $n"
 echo "wasmtime $w"

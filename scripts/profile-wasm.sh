@@ -16,9 +16,7 @@ runs="${1:-5}"
 rows="${2:-40}"
 command -v perf >/dev/null || { echo "profile-wasm: needs Linux perf (Debian: apt-get install linux-perf)" >&2; exit 2; }
 
-scripts/build-wasm.sh
-BATCH="$CARGO_TARGET_DIR/bench-batch.ndjson"
-cargo run --locked --quiet --release -p omnigraph-validate-wasm --example gen-bench-batch -- "$BATCH"
+BATCH="$(scripts/bench-batch.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # Copies out of the shared target dir, whose paths the next build there
