@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the validator's bench scripts (bench-wasm.sh, profile-wasm.sh,
-# count-wasm.sh) start from: the artifact built (its report on stderr) and
+# count-wasm.sh, count-loops.sh) start from: the artifact built (its report on stderr) and
 # the generated benchmark batch (~32 MiB, benches/batchgen.rs) with its
 # options file beside it; prints the batch's path.
 set -euo pipefail
