@@ -26,6 +26,7 @@ use crate::record::{Row, canonical_id, meets_constraints};
 use crate::report::TableKind;
 use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
+use crate::words::{same_bytes, starts_with};
 use crate::value::{
     Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
     parse_datetime, timestamp_from_millis,
@@ -92,7 +93,7 @@ impl Quoted {
                 let word = |i: usize| u64::from_le_bytes(window[8 * i..8 * i + 8].try_into().expect("8 bytes"));
                 ((word(0) ^ self.words[0]) & self.masks[0]) | ((word(1) ^ self.words[1]) & self.masks[1]) == 0
             }
-            _ => b.starts_with(&self.bytes),
+            _ => starts_with(b, &self.bytes),
         }
     }
 }
@@ -423,7 +424,7 @@ impl<'a> Scan<'a> {
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
-        self.b[self.p..].starts_with(word).then_some(())?;
+        starts_with(&self.b[self.p..], word).then_some(())?;
         self.p += word.len();
         Some(())
     }
@@ -548,7 +549,7 @@ impl<'a> Scan<'a> {
             ValueType::String => Val::Str(Cow::Borrowed(self.string()?)),
             ValueType::Enum(allowed) => {
                 let s = self.string()?;
-                allowed.iter().any(|v| v == s).then_some(())?;
+                allowed.iter().any(|v| same_bytes(v.as_bytes(), s.as_bytes())).then_some(())?;
                 Val::Str(Cow::Borrowed(s))
             }
             ValueType::Bool => match self.peek()? {

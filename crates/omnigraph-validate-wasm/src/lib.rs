@@ -28,6 +28,7 @@ mod schema;
 mod strmap;
 mod suggest;
 mod value;
+mod words;
 #[cfg(target_arch = "wasm32")]
 mod js;
 

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::words::same_bytes;
+
 /// Longest probe sequence tolerated before falling back to the ordered map.
 const MAX_PROBE: usize = 64;
 const MIN_CAPACITY: usize = 16;
@@ -96,7 +98,7 @@ impl<V> StrMap<V> {
             }
             if s.tag == tag {
                 let e = &self.entries[s.entry as usize - 1];
-                if e.hash == h && self.key(e) == key {
+                if e.hash == h && same_bytes(self.key(e), key) {
                     return Probe::Found(s.entry as usize - 1);
                 }
             }
@@ -171,7 +173,7 @@ impl<V> StrMap<V> {
         }
         for (((key, h), (slot, entry)), found) in keys.iter().zip(&hashes).zip(first.iter().zip(&entries)).zip(found) {
             *found = match entry {
-                Some(e) if e.hash == *h && self.key(e) == key.as_bytes() => true,
+                Some(e) if e.hash == *h && same_bytes(self.key(e), key.as_bytes()) => true,
                 // The first slot is empty: the key is absent.
                 _ if slot.entry == 0 => false,
                 // Someone else's slot: walk the probe sequence.
