@@ -26,7 +26,7 @@ use crate::record::{Row, canonical_id, meets_constraints};
 use crate::report::TableKind;
 use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
-use crate::words::{same_bytes, starts_with};
+use crate::words::{digit_run, same_bytes, starts_with};
 use crate::value::{
     Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
     parse_datetime, timestamp_from_millis,
@@ -299,6 +299,12 @@ impl<'a> Scan<'a> {
     /// Skips whitespace within the line (`\n` ends it).
     #[inline]
     fn ws(&mut self) {
+        // Tokens mostly follow each other without whitespace: one test
+        // before the loop, whose every turn costs more in wasmtime's code
+        // (an epoch check and the spills around it, docs/performance.md).
+        if !matches!(self.b.get(self.p), Some(b' ' | b'\t' | b'\r')) {
+            return;
+        }
         while let Some(&c) = self.b.get(self.p) {
             // Everything above a space is a token: one comparison for most.
             if c > b' ' || !matches!(c, b' ' | b'\t' | b'\r') {
@@ -368,7 +374,7 @@ impl<'a> Scan<'a> {
 
     /// A string without escapes (escapes are left to the explainer), its
     /// UTF-8 checked when it has a byte above ASCII.
-    #[inline]
+    #[inline(always)]
     fn string(&mut self) -> Option<&'a str> {
         (self.peek()? == b'"').then_some(())?;
         let start = self.p + 1;
@@ -430,6 +436,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The JSON number grammar, as `Cursor::parse_number`.
+    #[inline(always)]
     fn number(&mut self) -> Option<Number<'a>> {
         self.ws();
         let b = self.b;
@@ -438,18 +445,10 @@ impl<'a> Scan<'a> {
         let negative = b.get(p) == Some(&b'-');
         p += negative as usize;
         let mut mantissa: u64 = 0;
-        let mut digit = |p: &mut usize, c: u8| {
-            mantissa = mantissa.wrapping_mul(10).wrapping_add((c - b'0') as u64);
-            *p += 1;
-        };
         let int_at = p;
         match b.get(p) {
             Some(b'0') => p += 1,
-            Some(b'1'..=b'9') => {
-                while let Some(&c @ b'0'..=b'9') = b.get(p) {
-                    digit(&mut p, c);
-                }
-            }
+            Some(b'1'..=b'9') => (p, mantissa) = digit_run(b, p, mantissa),
             _ => return None,
         }
         let mut digits = p - int_at;
@@ -459,9 +458,7 @@ impl<'a> Scan<'a> {
             integer = false;
             p += 1;
             let from = p;
-            while let Some(&c @ b'0'..=b'9') = b.get(p) {
-                digit(&mut p, c);
-            }
+            (p, mantissa) = digit_run(b, p, mantissa);
             fraction = p - from;
             (fraction > 0).then_some(())?;
             digits += fraction;
@@ -475,9 +472,7 @@ impl<'a> Scan<'a> {
                 p += 1;
             }
             let from = p;
-            while let Some(b'0'..=b'9') = b.get(p) {
-                p += 1;
-            }
+            p = digit_run(b, p, 0).0;
             (p > from).then_some(())?;
         }
         // A digit here ("01") is refused by the caller, which expects `,`,
@@ -520,7 +515,7 @@ impl<'a> Scan<'a> {
                     return None;
                 }
                 self.data_bytes += data_bytes(&prop.ty, &v);
-                values[i] = v;
+                overwrite(&mut values[i], v);
                 if !self.after_member()? {
                     break;
                 }
@@ -529,7 +524,7 @@ impl<'a> Scan<'a> {
         (plan.required & !present == 0).then_some(())?;
         let mut absent = !present & plan.all;
         while absent != 0 {
-            values[absent.trailing_zeros() as usize] = Val::Null;
+            overwrite(&mut values[absent.trailing_zeros() as usize], Val::Null);
             absent &= absent - 1;
         }
         Some(())
@@ -612,7 +607,7 @@ impl<'a> Scan<'a> {
     }
 
     /// An F32 value, as `value::float` decodes it.
-    #[inline]
+    #[inline(always)]
     fn f32(&mut self) -> Option<f32> {
         match self.number()? {
             (_, Some(parts)) if let Some(v) = clinger_f32(parts) => Some(v),
@@ -635,6 +630,28 @@ impl<'a> Scan<'a> {
             }
         }
         Some(())
+    }
+}
+
+/// Puts `v` in a row's value slot, which holds the last line's value: its
+/// drop glue is called only when it owns memory (whole values, kept when
+/// preparing). Assigning calls it for every value, a function call each in
+/// the artifact (an epoch check and a prologue in wasmtime's code).
+#[inline]
+fn overwrite<'a>(slot: &mut Val<'a>, v: Val<'a>) {
+    match std::mem::replace(slot, v) {
+        old @ (Val::Str(Cow::Owned(_)) | Val::Blob(_) | Val::Vector(_) | Val::List(_)) => drop(old),
+        // Every variant is named, so a new one must be sorted into an arm.
+        old @ (Val::Null
+        | Val::Bool(_)
+        | Val::Int(_)
+        | Val::UInt(_)
+        | Val::F32(_)
+        | Val::F64(_)
+        | Val::Str(Cow::Borrowed(_))
+        | Val::Date(_)
+        | Val::Timestamp(_)
+        | Val::Sized(_)) => std::mem::forget(old),
     }
 }
 

@@ -126,7 +126,7 @@ pub(crate) fn scan_plain(b: &[u8], p: usize) -> usize {
 /// vector registers, then 8 at a time in a word, then byte by byte; also
 /// tells whether any byte passed is not ASCII (only then does the text need
 /// a UTF-8 check).
-#[inline]
+#[inline(always)]
 pub(crate) fn scan_plain_ascii(b: &[u8], mut p: usize) -> (usize, bool) {
     let mut high_lanes = 0u32;
     while let Some(chunk) = b.get(p..p + lanes::WIDTH) {

@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use memchr::memmem::Finder;
 use regex::{Regex, RegexBuilder};
 use regex_syntax::hir::{Hir, HirKind, Look};
 
@@ -22,8 +23,10 @@ pub struct CheckRule {
 /// a `&str` and the translator runs in UTF-8 mode).
 #[derive(Clone)]
 enum Matcher {
-    /// Unanchored literal: `abc`.
-    Contains(String),
+    /// Unanchored literal: `abc`, its searcher built once (building one
+    /// per value, as `memmem::find` does, was a loop over the value's bytes
+    /// in the artifact: docs/performance.md).
+    Contains(Finder<'static>),
     /// `^abc`.
     Prefix(String),
     /// `abc$`.
@@ -38,7 +41,7 @@ impl std::fmt::Debug for Matcher {
     /// Whether a regex is built yet is not part of what a rule is.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Matcher::Contains(lit) => f.debug_tuple("Contains").field(lit).finish(),
+            Matcher::Contains(lit) => f.debug_tuple("Contains").field(&String::from_utf8_lossy(lit.needle())).finish(),
             Matcher::Prefix(lit) => f.debug_tuple("Prefix").field(lit).finish(),
             Matcher::Suffix(lit) => f.debug_tuple("Suffix").field(lit).finish(),
             Matcher::Exact(lit) => f.debug_tuple("Exact").field(lit).finish(),
@@ -68,7 +71,7 @@ impl CheckRule {
     /// Exactly `Regex::new(pattern).is_match(value)`.
     pub fn is_match(&self, value: &str) -> bool {
         match &self.matcher {
-            Matcher::Contains(lit) => memchr::memmem::find(value.as_bytes(), lit.as_bytes()).is_some(),
+            Matcher::Contains(lit) => lit.find(value.as_bytes()).is_some(),
             Matcher::Prefix(lit) => value.starts_with(lit.as_str()),
             Matcher::Suffix(lit) => value.ends_with(lit.as_str()),
             Matcher::Exact(lit) => value == lit,
@@ -111,7 +114,7 @@ fn literal_matcher(pattern: &str) -> Option<Matcher> {
     }
     let literal = String::from_utf8(literal).ok()?;
     Some(match (start, end) {
-        (false, false) => Matcher::Contains(literal),
+        (false, false) => Matcher::Contains(Finder::new(&literal).into_owned()),
         (true, false) => Matcher::Prefix(literal),
         (false, true) => Matcher::Suffix(literal),
         (true, true) => Matcher::Exact(literal),
