@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::words::same_bytes;
+use crate::words::{half, same_bytes, word};
 
 /// Longest probe sequence tolerated before falling back to the ordered map.
 const MAX_PROBE: usize = 64;
@@ -19,8 +19,8 @@ pub const LOOKUP_GROUP: usize = 32;
 
 fn hash(key: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let word = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().expect("8 bytes"));
-    let half = |at: usize| u64::from(u32::from_le_bytes(key[at..at + 4].try_into().expect("4 bytes")));
+    let word = |at: usize| word(key, at);
+    let half = |at: usize| u64::from(half(key, at));
     let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
     let n = key.len();
     let mut h = n as u64;

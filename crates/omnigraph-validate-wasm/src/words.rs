@@ -7,12 +7,13 @@
 
 /// The little-endian word of the 8 bytes of `s` from `at`.
 #[inline]
-fn word(s: &[u8], at: usize) -> u64 {
+pub(crate) fn word(s: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// The little-endian half word of the 4 bytes of `s` from `at`.
 #[inline]
-fn half(s: &[u8], at: usize) -> u32 {
+pub(crate) fn half(s: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"))
 }
 
@@ -57,9 +58,9 @@ const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_0
 /// numbers are one word.
 #[inline]
 pub fn digit_run(b: &[u8], mut p: usize, mut mantissa: u64) -> (usize, u64) {
-    while let Some(chunk) = b.get(p..p + 8) {
+    while p + 8 <= b.len() {
         // Each byte minus '0' where it is a digit (0..=9).
-        let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ 0x3030_3030_3030_3030;
+        let x = word(b, p) ^ 0x3030_3030_3030_3030;
         // A byte is a digit when its high nibble is clear and adding 6 does
         // not carry into it; a non-digit's carry only reaches later bytes.
         let stop = (x.wrapping_add(0x0606_0606_0606_0606) | x) & 0xF0F0_F0F0_F0F0_F0F0;
