@@ -184,10 +184,10 @@ const IPC_MESSAGE_RESERVE: usize = 4096;
 /// The rows of one table as an Arrow record batch: their envelope columns,
 /// then `properties` (one array per property of `def`).
 pub fn record_batch(def: &TypeDef, rows: &Rows<'_>, properties: Vec<ArrayRef>) -> Result<RecordBatch, ArrowError> {
-    let mut columns: Vec<ArrayRef> = vec![strings(rows.iter().map(|r| r.id.as_deref()))];
+    let mut columns: Vec<ArrayRef> = vec![strings(rows.iter().map(|r| r.id))];
     if def.kind == TableKind::Edge {
-        columns.push(strings(rows.iter().map(|r| Some(r.src.as_ref()))));
-        columns.push(strings(rows.iter().map(|r| Some(r.dst.as_ref()))));
+        columns.push(strings(rows.iter().map(|r| Some(r.src))));
+        columns.push(strings(rows.iter().map(|r| Some(r.dst))));
     }
     columns.extend(properties);
     RecordBatch::try_new(arrow_schema(def), columns)

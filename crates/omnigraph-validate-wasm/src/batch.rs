@@ -1,6 +1,7 @@
 //! The batch: framing (SPEC §2.1, §2.6) of strict lines or a compat stream;
 //! each accepted row goes to the batch checks (`checks`, SPEC §2.5).
 
+use bumpalo::Bump;
 use memchr::memchr;
 
 use crate::checks::{Accepted, Settled};
@@ -8,7 +9,7 @@ use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
 use crate::options::Options;
-use crate::record::{Keep, RecordCtx, Row, Rows, parse_record};
+use crate::record::{Keep, Parsed, RecordCtx, Rows, parse_record};
 use crate::value::Val;
 use crate::report::{
     ErrorCode, ErrorSink, LimitDetail, Position, Report, Rules, Stats, TableStat,
@@ -31,9 +32,10 @@ struct Counts {
 }
 
 /// Validates `bytes`, the rows keeping `keep` of their values.
-pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep) -> Outcome<'a> {
+/// `texts` keeps the rows' strings that are not the batch's own bytes.
+pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep, texts: &'a Bump) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
-    let mut accepted = Accepted::new(schema, options.mode, keep);
+    let mut accepted = Accepted::new(schema, options.mode, keep, texts);
     let limits = &options.limits;
     let counts = if bytes.len() as u64 > limits.max_batch_bytes {
         sink.push_limit(
@@ -320,7 +322,7 @@ fn explain_line<'a>(
     at: LineAt,
     sink: &mut ErrorSink,
     values: &mut Vec<Val<'a>>,
-) -> (Result<Option<(usize, Row<'a>)>, JsonError>, Option<usize>) {
+) -> (Parsed<'a>, Option<usize>) {
     let limits = &options.limits;
     let mut cur = Cursor::new(text, limits.max_json_depth, limits.max_json_structure);
     let mut cx = RecordCtx {

@@ -17,8 +17,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use bumpalo::Bump;
+
 use crate::options::{Mode, Options};
-use crate::record::{Keep, Row, Rows, unique_key};
+use crate::record::{Keep, ReadRow, Row, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -32,11 +34,14 @@ pub struct Accepted<'s, 'a> {
     mode: Mode,
     /// What rows keep of their values.
     keep: Keep,
+    /// Where a row's owned strings (unescaped or derived ids and
+    /// endpoints, rendered tuples) go, so a row keeps `&str`s.
+    texts: &'a Bump,
     rows: Vec<Rows<'a>>,
     tables: Vec<TableChecks<'a>>,
     /// The row being pushed: the rendered tuple of each `@unique` of its
     /// type (`None` when a member is null: the row is exempt).
-    tuples: Vec<Option<Cow<'a, str>>>,
+    tuples: Vec<Option<&'a str>>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
     pending: Vec<Vec<Unresolved>>,
     /// Edge endpoints that were not among the ids when looked up, or that
@@ -75,7 +80,7 @@ struct Tallies<'a> {
     /// Per `@unique`: each tuple → the line of the first row with it.
     uniques: Vec<StrMap<u64>>,
     /// (unique, row, its tuple, line of the row that has the tuple already).
-    clashes: Vec<(usize, usize, Cow<'a, str>, u64)>,
+    clashes: Vec<(usize, usize, &'a str, u64)>,
     /// Per source: edges counted, when the type has `@card`.
     sources: Option<StrMap<u64>>,
     /// Rows at which their source passes `@card`.
@@ -100,15 +105,15 @@ impl<'a> Tallies<'a> {
         tallies
     }
 
-    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>, tuples: &[Option<Cow<'a, str>>]) {
+    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>, tuples: &[Option<&'a str>]) {
         for ((u, seen), tuple) in self.uniques.iter_mut().enumerate().zip(tuples) {
-            let Some(tuple) = tuple else { continue };
+            let &Some(tuple) = tuple else { continue };
             if let Some(earlier) = seen.insert_new(tuple, row.line) {
-                self.clashes.push((u, i, tuple.clone(), *earlier));
+                self.clashes.push((u, i, tuple, *earlier));
             }
         }
         if let (Some(sources), Some(max)) = (&mut self.sources, def.card_max) {
-            let n = sources.insert_new(&row.src, 1).map_or(1, |n| {
+            let n = sources.insert_new(row.src, 1).map_or(1, |n| {
                 *n += 1;
                 *n
             });
@@ -151,7 +156,7 @@ impl<'a> Tallies<'a> {
             sink.push(at_row(row), ErrorCode::CardViolation, "/from", || {
                 format!(
                     "line {line}: node {} has more than {max} {} edges in this batch; @card allows at most {max} per source",
-                    echo(&row.src),
+                    echo(row.src),
                     def.name
                 )
             });
@@ -160,11 +165,12 @@ impl<'a> Tallies<'a> {
 }
 
 impl<'s, 'a> Accepted<'s, 'a> {
-    pub fn new(schema: &'s Schema, mode: Mode, keep: Keep) -> Self {
+    pub fn new(schema: &'s Schema, mode: Mode, keep: Keep, texts: &'a Bump) -> Self {
         Accepted {
             schema,
             mode,
             keep,
+            texts,
             rows: schema.types.iter().map(|def| Rows::new(def, keep)).collect(),
             tuples: Vec::new(),
             tables: schema
@@ -192,13 +198,23 @@ impl<'s, 'a> Accepted<'s, 'a> {
     /// Takes an accepted row of table `t`, whose values are `values` (taken
     /// when kept, else left for the next record), and checks it against the
     /// rows so far.
-    pub fn push(&mut self, t: usize, row: Row<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
+    pub fn push(&mut self, t: usize, row: ReadRow<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
+        let texts = self.texts;
+        let ReadRow { line, offset, id, src, dst, arrow_bytes } = row;
+        let row = Row {
+            line,
+            offset,
+            id: id.map(|id| kept(texts, id)),
+            src: kept(texts, src),
+            dst: kept(texts, dst),
+            arrow_bytes,
+        };
         let schema = self.schema;
         let def = &schema.types[t];
         let i = self.rows[t].len();
         let rows = &self.rows[t];
         let table = &mut self.tables[t];
-        if let Some(id) = &row.id {
+        if let Some(id) = row.id {
             match table.ids.insert_new(id, i) {
                 None => {}
                 Some(earlier) if self.mode == Mode::Merge => {
@@ -224,7 +240,10 @@ impl<'s, 'a> Accepted<'s, 'a> {
             }
         }
         self.tuples.clear();
-        self.tuples.extend(def.uniques.iter().map(|members| unique_key(members, values, &row.src, &row.dst)));
+        for members in &def.uniques {
+            let tuple = unique_key(members, values, row.src, row.dst).map(|tuple| kept(texts, tuple));
+            self.tuples.push(tuple);
+        }
         // Once a row of the table died, `finish` counts the table again.
         if table.dead.is_empty() {
             table.tallies.count(def, i, &row, &self.tuples);
@@ -262,8 +281,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
         let def = &self.schema.types[u.table];
         let row = &self.rows[u.table][u.row];
         match u.end {
-            End::From => (def.from.expect("an edge"), row, &row.src),
-            End::To => (def.to.expect("an edge"), row, &row.dst),
+            End::From => (def.from.expect("an edge"), row, row.src),
+            End::To => (def.to.expect("an edge"), row, row.dst),
         }
     }
 
@@ -342,6 +361,15 @@ impl<'s, 'a> Accepted<'s, 'a> {
         }
         check_bounds(schema, options, &self.tables, &self.rows, sink);
         Settled { tables: self.rows, folded: self.folded, external_refs }
+    }
+}
+
+/// A string the rows keep: borrowed from the batch as it is, else copied
+/// into the batch's arena `texts` (most ids and endpoints are borrowed).
+fn kept<'a>(texts: &'a Bump, text: Cow<'a, str>) -> &'a str {
+    match text {
+        Cow::Borrowed(text) => text,
+        Cow::Owned(text) => texts.alloc_str(&text),
     }
 }
 

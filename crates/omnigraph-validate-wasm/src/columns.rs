@@ -327,13 +327,14 @@ mod tests {
         let def = &schema.types[0];
         let n = 61;
         let (mut written, mut kept) = (Rows::new(def, Keep::Columns), Rows::new(def, Keep::Values));
-        for r in 0..n {
+        let ids: Vec<String> = (0..n).map(|r| format!("id{r}")).collect();
+        for (r, id) in ids.iter().enumerate() {
             let row = Row {
                 line: r as u64 + 1,
                 offset: 0,
-                id: (r % 5 != 0).then(|| Cow::Owned(format!("id{r}"))),
-                src: Cow::Borrowed(""),
-                dst: Cow::Borrowed(""),
+                id: (r % 5 != 0).then_some(id.as_str()),
+                src: "",
+                dst: "",
                 arrow_bytes: 0,
             };
             let mut values: Vec<Val> = (0..def.props.len()).map(|p| value(r, p)).collect();

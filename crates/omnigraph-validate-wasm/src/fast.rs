@@ -15,18 +15,18 @@
 //! member-name sets and has no error paths. The row's values, id and
 //! constraints go through the explainer's own code (`value::`,
 //! `record::canonical_id`, `record::meets_constraints`); its Arrow bytes
-//! are summed as values are read (`rows::data_bytes`, as `Row::new` sums
+//! are summed as values are read (`rows::data_bytes`, as `ReadRow::new` sums
 //! them).
 
 use std::borrow::Cow;
 
 use crate::json::{NumLit, scan_plain_ascii};
 use crate::limits::Limits;
-use crate::record::{Row, canonical_id, meets_constraints};
+use crate::record::{ReadRow, canonical_id, meets_constraints};
 use crate::report::TableKind;
 use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
-use crate::words::{digit_run, same_bytes, starts_with};
+use crate::words::{digit_run, same_bytes, starts_with, word};
 use crate::value::{
     Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
     parse_datetime, timestamp_from_millis,
@@ -90,8 +90,7 @@ impl Quoted {
     fn starts(&self, b: &[u8]) -> bool {
         match b.get(..16) {
             Some(window) if self.bytes.len() <= 16 => {
-                let word = |i: usize| u64::from_le_bytes(window[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-                ((word(0) ^ self.words[0]) & self.masks[0]) | ((word(1) ^ self.words[1]) & self.masks[1]) == 0
+                ((word(window, 0) ^ self.words[0]) & self.masks[0]) | ((word(window, 8) ^ self.words[1]) & self.masks[1]) == 0
             }
             _ => starts_with(b, &self.bytes),
         }
@@ -143,7 +142,7 @@ pub struct LineAt {
 /// (the index of its `\n` in the bytes given, or their length).
 pub struct Taken<'a> {
     pub table: usize,
-    pub row: Row<'a>,
+    pub row: ReadRow<'a>,
     pub line_end: usize,
 }
 
@@ -235,7 +234,7 @@ pub fn accept<'a>(
         Some(_) => return None,
     };
     let arrow_bytes = envelope_bytes(def, id.as_deref(), src, dst) + plan.types[t].fixed_bytes + sc.data_bytes;
-    let row = Row::measured(at.line, at.offset, id, Cow::Borrowed(src), Cow::Borrowed(dst), arrow_bytes);
+    let row = ReadRow::measured(at.line, at.offset, id, Cow::Borrowed(src), Cow::Borrowed(dst), arrow_bytes);
     Some(Taken { table: t, row, line_end })
 }
 

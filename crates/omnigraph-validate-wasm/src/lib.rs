@@ -53,11 +53,12 @@ pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `batch::differential`), for tests and fuzz targets only.
 #[doc(hidden)]
 pub use batch::differential;
+use bumpalo::Bump;
 use record::Keep;
 
 /// Validates a batch and returns the report (SPEC §3).
 pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {
-    batch::run(schema, options, batch, Keep::Nothing).report
+    batch::run(schema, options, batch, Keep::Nothing, &Bump::new()).report
 }
 
 /// One touched table of an accepted batch.
@@ -111,7 +112,8 @@ pub fn prepare_rows_after(
     batch: &[u8],
     head: impl FnOnce(&Report, usize) -> Vec<u8>,
 ) -> Result<(Report, Vec<u8>), Report> {
-    let outcome = batch::run(schema, options, batch, Keep::Columns);
+    let texts = Bump::new();
+    let outcome = batch::run(schema, options, batch, Keep::Columns, &texts);
     if !outcome.report.ok {
         return Err(outcome.report);
     }
@@ -153,7 +155,8 @@ fn prepare_with(
     keep: Keep,
     properties: impl Fn(&TypeDef, &mut record::Rows<'_>) -> Vec<arrow_array::ArrayRef>,
 ) -> Result<Prepared, Report> {
-    let outcome = batch::run(schema, options, batch, keep);
+    let texts = Bump::new();
+    let outcome = batch::run(schema, options, batch, keep, &texts);
     if !outcome.report.ok {
         return Err(outcome.report);
     }

@@ -11,17 +11,38 @@ use crate::schema::{Bound, RangeRule, Schema, TypeDef, UniqueMember, is_reserved
 use crate::suggest::hint;
 use crate::value::{Val, decode, key_text, render_key};
 
-/// A record that passed every per-record check.
+/// A record that passed every per-record check, as [`Rows`] keep it: its
+/// strings borrowed from the batch, or from the batch's arena when they
+/// were unescaped or derived ([`crate::checks::Accepted::push`] puts them
+/// there). 72 bytes where three `Cow`s made 96: a batch keeps one per
+/// record, and writing them is most of its state's cache misses
+/// (docs/performance.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row<'a> {
     pub line: u64,
     pub offset: u64,
     /// Given or derived id; `None` when the host must generate one.
-    pub id: Option<Cow<'a, str>>,
+    pub id: Option<&'a str>,
     /// Edge endpoints (empty for nodes).
+    pub src: &'a str,
+    pub dst: &'a str,
+    /// The row's Arrow bytes (what `table_bytes_limit` counts).
+    pub arrow_bytes: u64,
+}
+
+/// What the explainer makes of a record: its table and row when it
+/// passed every per-record check, `None` when its errors went to the sink.
+pub type Parsed<'a> = Result<Option<(usize, ReadRow<'a>)>, JsonError>;
+
+/// A [`Row`] as a reader (the fast acceptor or the explainer) gives it:
+/// its strings borrowed from the batch or owned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadRow<'a> {
+    pub line: u64,
+    pub offset: u64,
+    pub id: Option<Cow<'a, str>>,
     pub src: Cow<'a, str>,
     pub dst: Cow<'a, str>,
-    /// The row's Arrow bytes (what `table_bytes_limit` counts).
     pub arrow_bytes: u64,
 }
 
@@ -83,7 +104,7 @@ impl Keep {
 struct Chunk<'a> {
     rows: Vec<Row<'a>>,
     values: Vec<Val<'a>>,
-    tuples: Vec<Option<Cow<'a, str>>>,
+    tuples: Vec<Option<&'a str>>,
 }
 
 impl<'a> Rows<'a> {
@@ -94,7 +115,7 @@ impl<'a> Rows<'a> {
         let chunk_values = if matches!(keep, Keep::Nothing | Keep::Columns) { 0 } else { width };
         let row_bytes = std::mem::size_of::<Row>()
             + chunk_values * std::mem::size_of::<Val>()
-            + tuple_width * std::mem::size_of::<Option<Cow<str>>>();
+            + tuple_width * std::mem::size_of::<Option<&str>>();
         let columns = (keep == Keep::Columns).then(|| Columns::new(def));
         Rows { keep, width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0, columns }
     }
@@ -127,7 +148,7 @@ impl<'a> Rows<'a> {
         def: &TypeDef,
         row: Row<'a>,
         values: &mut Vec<Val<'a>>,
-        tuples: impl ExactSizeIterator<Item = Option<Cow<'a, str>>>,
+        tuples: impl ExactSizeIterator<Item = Option<&'a str>>,
     ) {
         match self.keep {
             Keep::Nothing => self.push_row(row, std::iter::empty(), tuples),
@@ -146,7 +167,7 @@ impl<'a> Rows<'a> {
         &mut self,
         row: Row<'a>,
         values: impl ExactSizeIterator<Item = Val<'a>>,
-        tuples: impl ExactSizeIterator<Item = Option<Cow<'a, str>>>,
+        tuples: impl ExactSizeIterator<Item = Option<&'a str>>,
     ) {
         debug_assert!(values.len() == self.width || values.len() == 0, "a row has every value or none");
         debug_assert!(tuples.len() == self.tuple_width, "a row has every tuple");
@@ -187,7 +208,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Each row with its `@unique` tuples.
-    pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<Cow<'a, str>>])> + Clone {
+    pub fn with_tuples(&self) -> impl Iterator<Item = (&Row<'a>, &[Option<&'a str>])> + Clone {
         self.with_each(self.tuple_width, |chunk| &chunk.tuples)
     }
 
@@ -215,7 +236,7 @@ impl<'a> Rows<'a> {
             let (mut values, mut tuples) = (chunk.values.into_iter(), chunk.tuples.into_iter());
             for row in chunk.rows {
                 let row_values: Vec<Val<'a>> = values.by_ref().take(self.width).collect();
-                let row_tuples: Vec<Option<Cow<'a, str>>> = tuples.by_ref().take(self.tuple_width).collect();
+                let row_tuples: Vec<Option<&'a str>> = tuples.by_ref().take(self.tuple_width).collect();
                 if !*flags.next().expect("one flag per row") {
                     kept.push_row(row, row_values.into_iter(), row_tuples.into_iter());
                 }
@@ -294,7 +315,7 @@ pub fn parse_record<'a>(
     cur: &mut Cursor<'a>,
     cx: &mut RecordCtx,
     values: &mut Vec<Val<'a>>,
-) -> Result<Option<(usize, Row<'a>)>, JsonError> {
+) -> Parsed<'a> {
     let start = cur.pos;
     let errors_before = cx.sink.total();
     let kind = cur.peek_kind()?;
@@ -456,10 +477,10 @@ pub fn parse_record<'a>(
     }
     let endpoint = |e: Option<(Cow<'a, str>, usize)>| e.map(|(s, _)| s).unwrap_or(Cow::Borrowed(""));
     let (src, dst) = (endpoint(env.from), endpoint(env.to));
-    Ok(Some((t, Row::new(cx.line, cx.offset, def, id, src, dst, values))))
+    Ok(Some((t, ReadRow::new(cx.line, cx.offset, def, id, src, dst, values))))
 }
 
-impl<'a> Row<'a> {
+impl<'a> ReadRow<'a> {
     /// The row of a record that passed every per-record check, whose
     /// values are `values` (kept apart, by [`Rows`], when Arrow output is
     /// wanted). Both the fast acceptor and the explainer build rows here.
@@ -471,9 +492,9 @@ impl<'a> Row<'a> {
         src: Cow<'a, str>,
         dst: Cow<'a, str>,
         values: &[Val<'a>],
-    ) -> Row<'a> {
+    ) -> ReadRow<'a> {
         let arrow_bytes = row_arrow_bytes(def, id.as_deref(), &src, &dst, values);
-        Row::measured(line, offset, id, src, dst, arrow_bytes)
+        ReadRow::measured(line, offset, id, src, dst, arrow_bytes)
     }
 
     /// A row whose Arrow bytes its reader has already summed (the fast
@@ -485,18 +506,18 @@ impl<'a> Row<'a> {
         src: Cow<'a, str>,
         dst: Cow<'a, str>,
         arrow_bytes: u64,
-    ) -> Row<'a> {
-        Row { line, offset, id, src, dst, arrow_bytes }
+    ) -> ReadRow<'a> {
+        ReadRow { line, offset, id, src, dst, arrow_bytes }
     }
 }
 
 /// A `@unique` tuple rendered like a key (SPEC §2.4): one member as its
 /// canonical string, several as a compact JSON array. `None`: a null member.
-pub(crate) fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &Cow<'a, str>, dst: &Cow<'a, str>) -> Option<Cow<'a, str>> {
+pub(crate) fn unique_key<'a>(members: &[UniqueMember], values: &[Val<'a>], src: &'a str, dst: &'a str) -> Option<Cow<'a, str>> {
     let part = |m: &UniqueMember| match m {
         UniqueMember::Prop(i) => key_text(&values[*i]),
-        UniqueMember::Src => Some(src.clone()),
-        UniqueMember::Dst => Some(dst.clone()),
+        UniqueMember::Src => Some(Cow::Borrowed(src)),
+        UniqueMember::Dst => Some(Cow::Borrowed(dst)),
     };
     // A single member (the usual `@unique` on one property) is its own key:
     // nothing to collect.
@@ -802,8 +823,8 @@ mod tests {
             line,
             offset: 0,
             id: None,
-            src: Cow::Borrowed(""),
-            dst: Cow::Borrowed(""),
+            src: "",
+            dst: "",
             arrow_bytes: 0,
         }
     }
@@ -818,9 +839,10 @@ mod tests {
         let schema = table();
         let def = &schema.types[0];
         let values = |line: u64| [Val::UInt(line), Val::Int(-(line as i64))];
-        let tuple = |line: u64| [Some(Cow::Owned(line.to_string()))];
         let mut rows = Rows::new(def, Keep::Values);
         let n = rows.per_chunk as u64 * 3 + 7;
+        let texts: Vec<String> = (0..n).map(|line| line.to_string()).collect();
+        let tuple = |line: u64| [Some(texts[line as usize].as_str())];
         for line in 0..n {
             rows.push(def, row(line), &mut values(line).to_vec(), tuple(line).into_iter());
         }

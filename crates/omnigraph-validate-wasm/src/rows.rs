@@ -19,6 +19,8 @@ use crate::record::{Row, Rows};
 use crate::report::TableKind;
 use crate::schema::{Schema, TypeDef, ValueType};
 use crate::value::Val;
+#[cfg(feature = "arrow")]
+use crate::words::half;
 
 /// Column names of the envelope (SPEC §4.1).
 pub const ID_COLUMN: &str = "_id";
@@ -167,7 +169,7 @@ pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
         out.pair(t, rows.len());
         out.buffer(|out| rows.iter().for_each(|row| out.extend_from_slice(&row.line.to_le_bytes())));
         out.validity(&rows.iter().map(|row| row.id.is_some()).collect());
-        out.variable(false, rows.iter().map(|row| row.id.as_deref().unwrap_or("").as_bytes()));
+        out.variable(false, rows.iter().map(|row| row.id.unwrap_or("").as_bytes()));
         if def.kind == TableKind::Edge {
             out.no_nulls();
             out.variable(false, rows.iter().map(|row| row.src.as_bytes()));
@@ -206,8 +208,7 @@ impl Reader {
 
     fn pair(&mut self) -> Result<(usize, usize), MalformedBuffer> {
         let pair = self.take(8)?;
-        let word = |at: usize| u32::from_le_bytes(pair[at..at + 4].try_into().expect("4 bytes")) as usize;
-        Ok((word(0), word(4)))
+        Ok((half(&pair, 0) as usize, half(&pair, 4) as usize))
     }
 
     fn buffer(&mut self) -> Result<arrow_buffer::Buffer, MalformedBuffer> {

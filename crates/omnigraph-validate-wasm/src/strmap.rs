@@ -14,6 +14,8 @@ use crate::words::{half, same_bytes, word};
 /// Longest probe sequence tolerated before falling back to the ordered map.
 const MAX_PROBE: usize = 64;
 const MIN_CAPACITY: usize = 16;
+/// Most key bytes the open-addressed table holds: its offsets are `u32`.
+const MAX_ARENA_BYTES: usize = u32::MAX as usize;
 /// Most keys [`StrMap::contains_each`] looks up at once.
 pub const LOOKUP_GROUP: usize = 32;
 
@@ -61,10 +63,14 @@ struct Slot {
 
 const EMPTY: Slot = Slot { tag: 0, entry: 0 };
 
+/// 24 bytes with an 8-byte value (32 with `usize` offsets): a batch has an
+/// entry per id, and writing them is a good part of its state's cache
+/// misses. The arena's offsets fit in `u32`: a map whose keys would pass
+/// 4 GiB moves to the ordered map first.
 struct Entry<V> {
     hash: u64,
-    start: usize,
-    len: usize,
+    start: u32,
+    len: u32,
     value: V,
 }
 
@@ -73,6 +79,8 @@ pub struct StrMap<V> {
     entries: Vec<Entry<V>>,
     arena: Vec<u8>,
     ordered: Option<BTreeMap<Box<str>, V>>,
+    /// [`MAX_ARENA_BYTES`]; a test lowers it.
+    max_arena_bytes: usize,
 }
 
 /// Where a key is, or would go, in the open-addressed table.
@@ -85,11 +93,12 @@ enum Probe {
 impl<V> StrMap<V> {
     pub fn with_capacity(n: usize) -> Self {
         let slots = (n * 2).next_power_of_two().max(MIN_CAPACITY);
-        StrMap { slots: vec![EMPTY; slots], entries: Vec::with_capacity(n), arena: Vec::new(), ordered: None }
+        StrMap { slots: vec![EMPTY; slots], entries: Vec::with_capacity(n), arena: Vec::new(), ordered: None, max_arena_bytes: MAX_ARENA_BYTES }
     }
 
     fn key(&self, e: &Entry<V>) -> &[u8] {
-        &self.arena[e.start..e.start + e.len]
+        let start = e.start as usize;
+        &self.arena[start..start + e.len as usize]
     }
 
     fn probe(&self, h: u64, key: &[u8]) -> Probe {
@@ -120,7 +129,8 @@ impl<V> StrMap<V> {
             entries
                 .into_iter()
                 .map(|e| {
-                    let key = std::str::from_utf8(&arena[e.start..e.start + e.len]).expect("keys are str");
+                    let start = e.start as usize;
+                    let key = std::str::from_utf8(&arena[start..start + e.len as usize]).expect("keys are str");
                     (Box::from(key), e.value)
                 })
                 .collect(),
@@ -194,17 +204,17 @@ impl<V> StrMap<V> {
             let h = hash(key.as_bytes());
             match self.probe(h, key.as_bytes()) {
                 Probe::Found(e) => return Some(&mut self.entries[e].value),
-                Probe::Vacant(slot) => {
-                    let start = self.arena.len();
+                Probe::Vacant(slot) if self.arena.len() + key.len() <= self.max_arena_bytes => {
+                    let start = self.arena.len() as u32;
                     self.arena.extend_from_slice(key.as_bytes());
-                    self.entries.push(Entry { hash: h, start, len: key.len(), value });
+                    self.entries.push(Entry { hash: h, start, len: key.len() as u32, value });
                     self.slots[slot] = Slot { tag: (h >> 32) as u32, entry: self.entries.len() as u32 };
                     if self.entries.len() * 2 > self.slots.len() {
                         self.grow();
                     }
                     return None;
                 }
-                Probe::TooLong => self.fall_back(),
+                Probe::Vacant(_) | Probe::TooLong => self.fall_back(),
             }
         }
         let tree = self.ordered.as_mut().expect("fell back");
@@ -275,6 +285,25 @@ mod tests {
                 assert_eq!(found, expected, "{group:?}");
             }
         }
+    }
+
+    #[test]
+    fn keys_past_the_arena_bound_fall_back_to_the_ordered_map() {
+        let mut m = StrMap::with_capacity(0);
+        m.max_arena_bytes = 40;
+        let keys: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert!(m.insert_new(k, i).is_none(), "{k:?} is new");
+            assert_eq!(m.ordered.is_some(), m.arena.is_empty(), "the arena holds the keys until the map falls back");
+        }
+        assert!(m.ordered.is_some(), "keys past the bound switch representation");
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(m.get(k), Some(&i));
+            assert_eq!(m.insert_new(k, 0).copied(), Some(i));
+        }
+        let mut found = [false; 2];
+        m.contains_each(&[&keys[3], "absent"], &mut found);
+        assert_eq!(found, [true, false]);
     }
 
     #[test]
