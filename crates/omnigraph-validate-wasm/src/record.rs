@@ -481,9 +481,9 @@ pub fn parse_record<'a>(
 }
 
 impl<'a> ReadRow<'a> {
-    /// The row of a record that passed every per-record check, whose
-    /// values are `values` (kept apart, by [`Rows`], when Arrow output is
-    /// wanted). Both the fast acceptor and the explainer build rows here.
+    /// The explainer's row of a record that passed every per-record check,
+    /// whose values are `values` (the fast acceptor sums the Arrow bytes
+    /// as it reads and gives its row with [`ReadRow::measured`]).
     pub(crate) fn new(
         line: u64,
         offset: u64,
