@@ -14,6 +14,10 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 rustup target list --installed | grep -qx wasm32-unknown-unknown || { echo "setup: missing wasm32 target" >&2; exit 1; }
+if ! cargo clippy --version >/dev/null 2>&1; then
+  echo "setup: adding clippy (scripts/test.sh denies its warnings)"
+  rustup component add clippy
+fi
 
 for tool in python3 node npm; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is required" >&2; exit 1; }

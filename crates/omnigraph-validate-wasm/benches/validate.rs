@@ -84,7 +84,7 @@ fn targets() {
     // a batch of only edges (every endpoint external) and one in which every
     // line is invalid (each record goes through the acceptor and then the
     // explainer).
-    let edges = batchgen::lines_where(&batch, |line| batchgen::is_edge(line));
+    let edges = batchgen::lines_where(&batch, batchgen::is_edge);
     let errors = batchgen::lines_where(&batch, |_| true).replace("\"data\":{", "\"data\":{\"nope\":1,");
     assert!(!validate(&schema, &options, errors.as_bytes()).ok, "every line of the errors batch is invalid");
     for (name, worst) in [("edges_only", edges.as_bytes()), ("errors_only", errors.as_bytes())] {

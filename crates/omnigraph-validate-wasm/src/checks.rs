@@ -200,15 +200,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
     /// rows so far.
     pub fn push(&mut self, t: usize, row: ReadRow<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
         let texts = self.texts;
-        let ReadRow { line, offset, id, src, dst, arrow_bytes } = row;
-        let row = Row {
-            line,
-            offset,
-            id: id.map(|id| kept(texts, id)),
-            src: kept(texts, src),
-            dst: kept(texts, dst),
-            arrow_bytes,
-        };
+        let row = row.map_text(|text| kept(texts, text));
         let schema = self.schema;
         let def = &schema.types[t];
         let i = self.rows[t].len();

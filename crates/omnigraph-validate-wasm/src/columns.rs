@@ -299,7 +299,7 @@ mod tests {
         }
         match prop {
             0 => Val::Str(Cow::Owned(format!("s{row}"))),
-            1 => Val::Str(Cow::Borrowed(if row % 2 == 0 { "x" } else { "yy" })),
+            1 => Val::Str(Cow::Borrowed(if row.is_multiple_of(2) { "x" } else { "yy" })),
             2 => Val::Blob(vec![row as u8; row % 5]),
             3 => Val::Bool(row % 3 == 1),
             4 => Val::Int(row as i64 * 7 - 100),

@@ -11,40 +11,44 @@ use crate::schema::{Bound, RangeRule, Schema, TypeDef, UniqueMember, is_reserved
 use crate::suggest::hint;
 use crate::value::{Val, decode, key_text, render_key};
 
-/// A record that passed every per-record check, as [`Rows`] keep it: its
-/// strings borrowed from the batch, or from the batch's arena when they
-/// were unescaped or derived ([`crate::checks::Accepted::push`] puts them
-/// there). 72 bytes where three `Cow`s made 96: a batch keeps one per
-/// record, and writing them is most of its state's cache misses
-/// (docs/performance.md).
+/// A record that passed every per-record check: where it is, its
+/// identity and its Arrow size, with its strings as `S`. A reader (the
+/// fast acceptor or the explainer) gives a [`ReadRow`]; [`Rows`] keep a
+/// [`Row`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row<'a> {
+pub struct RowOf<S> {
     pub line: u64,
     pub offset: u64,
     /// Given or derived id; `None` when the host must generate one.
-    pub id: Option<&'a str>,
+    pub id: Option<S>,
     /// Edge endpoints (empty for nodes).
-    pub src: &'a str,
-    pub dst: &'a str,
+    pub src: S,
+    pub dst: S,
     /// The row's Arrow bytes (what `table_bytes_limit` counts).
     pub arrow_bytes: u64,
+}
+
+/// A row as [`Rows`] keep it: its strings borrowed from the batch, or from
+/// the batch's arena when they were unescaped or derived
+/// ([`crate::checks::Accepted::push`] puts them there). 72 bytes where
+/// three `Cow`s made 96: a batch keeps one per record, and writing them is
+/// most of its state's cache misses (docs/performance.md).
+pub type Row<'a> = RowOf<&'a str>;
+
+/// A row as a reader gives it: its strings borrowed from the batch or owned.
+pub type ReadRow<'a> = RowOf<Cow<'a, str>>;
+
+impl<S> RowOf<S> {
+    /// The same row with each of its strings made a `T` by `text`.
+    pub fn map_text<T>(self, mut text: impl FnMut(S) -> T) -> RowOf<T> {
+        let RowOf { line, offset, id, src, dst, arrow_bytes } = self;
+        RowOf { line, offset, id: id.map(&mut text), src: text(src), dst: text(dst), arrow_bytes }
+    }
 }
 
 /// What the explainer makes of a record: its table and row when it
 /// passed every per-record check, `None` when its errors went to the sink.
 pub type Parsed<'a> = Result<Option<(usize, ReadRow<'a>)>, JsonError>;
-
-/// A [`Row`] as a reader (the fast acceptor or the explainer) gives it:
-/// its strings borrowed from the batch or owned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReadRow<'a> {
-    pub line: u64,
-    pub offset: u64,
-    pub id: Option<Cow<'a, str>>,
-    pub src: Cow<'a, str>,
-    pub dst: Cow<'a, str>,
-    pub arrow_bytes: u64,
-}
 
 /// Bytes of rows and values per chunk of [`Rows`]: under glibc's 128 KB
 /// mmap threshold, so a freed chunk goes back to the heap and the next
@@ -443,12 +447,12 @@ pub fn parse_record<'a>(
     let def = &cx.schema.types[t];
     if kind == TableKind::Node {
         for (member, value) in [("from", &env.from), ("to", &env.to)] {
-            if let Some((_, at)) = value {
-                if !cx.compat {
-                    cx.emit(*at, ErrorCode::UnknownField, &format!("/{member}"), || {
-                        format!("node records have no \"{member}\"; only edges connect nodes")
-                    });
-                }
+            if let Some((_, at)) = value
+                && !cx.compat
+            {
+                cx.emit(*at, ErrorCode::UnknownField, &format!("/{member}"), || {
+                    format!("node records have no \"{member}\"; only edges connect nodes")
+                });
             }
         }
     } else {
@@ -480,7 +484,7 @@ pub fn parse_record<'a>(
     Ok(Some((t, ReadRow::new(cx.line, cx.offset, def, id, src, dst, values))))
 }
 
-impl<'a> ReadRow<'a> {
+impl<'a> RowOf<Cow<'a, str>> {
     /// The explainer's row of a record that passed every per-record check,
     /// whose values are `values` (the fast acceptor sums the Arrow bytes
     /// as it reads and gives its row with [`ReadRow::measured`]).
@@ -507,7 +511,7 @@ impl<'a> ReadRow<'a> {
         dst: Cow<'a, str>,
         arrow_bytes: u64,
     ) -> ReadRow<'a> {
-        ReadRow { line, offset, id, src, dst, arrow_bytes }
+        RowOf { line, offset, id, src, dst, arrow_bytes }
     }
 }
 
@@ -725,19 +729,19 @@ fn check_constraints(cx: &mut RecordCtx, def: &TypeDef, i: usize, v: &Val<'_>, p
         }
     }
     for rule in def.checks.iter().filter(|r| r.prop == i) {
-        if let Val::Str(s) = v {
-            if !rule.is_match(s) {
-                cx.emit(pos, ErrorCode::CheckViolation, &member_path("/data", &def.props[i].name), || {
-                    format!(
-                        "{} {} property '{}' = {} does not match @check pattern {:?}",
-                        def.kind.word(),
-                        def.name,
-                        def.props[i].name,
-                        echo(s),
-                        rule.pattern
-                    )
-                });
-            }
+        if let Val::Str(s) = v
+            && !rule.is_match(s)
+        {
+            cx.emit(pos, ErrorCode::CheckViolation, &member_path("/data", &def.props[i].name), || {
+                format!(
+                    "{} {} property '{}' = {} does not match @check pattern {:?}",
+                    def.kind.word(),
+                    def.name,
+                    def.props[i].name,
+                    echo(s),
+                    rule.pattern
+                )
+            });
         }
     }
 }
@@ -800,16 +804,16 @@ fn identity<'a>(
         (given, None) => (given, ("/id", "id")),
     };
     let Some(canonical) = canonical_id(def, values) else { return supplied.map(|(s, _)| s) };
-    if let Some((given, at)) = supplied {
-        if given != canonical {
-            cx.emit(at, ErrorCode::NoncanonicalId, path, || {
-                format!(
-                    "node {} derives its id from @key; the supplied {member} differs from the canonical rendering {}",
-                    def.name,
-                    echo(&canonical)
-                )
-            });
-        }
+    if let Some((given, at)) = supplied
+        && given != canonical
+    {
+        cx.emit(at, ErrorCode::NoncanonicalId, path, || {
+            format!(
+                "node {} derives its id from @key; the supplied {member} differs from the canonical rendering {}",
+                def.name,
+                echo(&canonical)
+            )
+        });
     }
     Some(canonical)
 }

@@ -252,7 +252,7 @@ mod tests {
         let mut keys: Vec<String> = (0..=base.len()).map(|n| base[..n].to_string()).collect();
         for n in 1..=20 {
             for at in 0..n {
-                let mut k = base[..n].as_bytes().to_vec();
+                let mut k = base.as_bytes()[..n].to_vec();
                 k[at] = b'_';
                 keys.push(String::from_utf8(k).unwrap());
             }

@@ -682,7 +682,7 @@ pub(crate) fn base64_len(s: &str) -> Result<usize, &'static str> {
 /// Checks `s` as [`decode_base64`] reads it and gives each group's bytes.
 fn base64_groups(s: &str, mut group: impl FnMut(&[u8])) -> Result<(), &'static str> {
     let b = s.as_bytes();
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return Err("length is not a multiple of 4 (padding '=' is required)");
     }
     for (i, chunk) in b.chunks_exact(4).enumerate() {

@@ -222,7 +222,7 @@ fn windows_keep_lines_and_counts() {
             spread_at = Some(lines);
             batch.push_str(&format!("{{\"type\":\"P\",\n\"data\":{{\"name\":\"p{lines}\"}}\n}}\n"));
             lines += 2;
-        } else if lines % 1000 == 0 {
+        } else if lines.is_multiple_of(1000) {
             batch.push_str(&format!("{{\"type\":\"P\",\"data\":{{\"name\":\"p{lines}\",\"age\":\"x\"}}}}\n"));
         } else {
             batch.push_str(&format!("{{\"type\":\"P\",\"data\":{{\"name\":\"p{lines}\"}}}}\n"));

@@ -411,7 +411,7 @@ mod tests {
     /// `form` with the first (or last) `from` replaced by `to`.
     fn replaced(form: &[u8], from: &[u8], to: &[u8], last: bool) -> Vec<u8> {
         let mut hits = form.windows(from.len()).enumerate().filter(|(_, w)| *w == from).map(|(i, _)| i);
-        let at = if last { hits.last() } else { hits.next() }.expect("present");
+        let at = if last { hits.next_back() } else { hits.next() }.expect("present");
         [&form[..at], to, &form[at + from.len()..]].concat()
     }
 
