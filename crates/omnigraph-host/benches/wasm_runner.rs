@@ -12,7 +12,8 @@ mod rounds;
 
 use std::time::Duration;
 
-use common::{median_time, target, target_at_least};
+use common::target_line::target_at_least;
+use common::{median_time, target};
 use criterion::{Criterion, Throughput, criterion_group};
 use omnigraph_host::checks::ExternalRefs;
 use omnigraph_host::validator::{PrepareResult, RunnerConfig, ValidateOutcome, Validator};

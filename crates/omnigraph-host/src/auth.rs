@@ -46,8 +46,7 @@ struct TokenEntry {
     actor: String,
     /// Lowercase hex SHA-256 of the token.
     sha256: String,
-    /// Graph id (or `*` for every graph) → permissions.
-    graphs: BTreeMap<String, Vec<Permission>>,
+    graphs: Grants,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -57,6 +56,9 @@ struct AuthFile {
     token: Vec<TokenEntry>,
 }
 
+/// A token's permissions: graph id (or `*` for every graph) → permissions.
+pub type Grants = BTreeMap<String, Vec<Permission>>;
+
 /// Who may do what.
 #[derive(Debug, Clone)]
 pub enum Auth {
@@ -64,14 +66,14 @@ pub enum Auth {
     /// permission.
     Open,
     /// Default deny: only listed tokens, only their grants.
-    Tokens(Vec<([u8; 32], String, BTreeMap<String, Vec<Permission>>)>),
+    Tokens(Vec<([u8; 32], String, Grants)>),
 }
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
     pub name: String,
-    grants: Option<BTreeMap<String, Vec<Permission>>>,
+    grants: Option<Grants>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

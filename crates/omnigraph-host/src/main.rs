@@ -440,7 +440,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             let target = match (&root, &server) {
                 (Some(root), _) => {
                     let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, lease_wait_ms: None, limits };
-                    Target::Local(root.open().await?)
+                    Target::Local(Box::new(root.open().await?))
                 }
                 (None, Some(url)) => Target::Server {
                     client: reqwest_client(),
@@ -560,7 +560,7 @@ fn reqwest_client() -> reqwest::Client {
 }
 
 enum Target {
-    Local(Graph),
+    Local(Box<Graph>),
     Server { client: reqwest::Client, url: String, graph: String, token: Option<String> },
 }
 

@@ -184,7 +184,7 @@ impl GraphRoot {
     }
 
     fn table_builder(&self, relative: &str) -> DatasetBuilder {
-        DatasetBuilder::from_uri(&self.table_uri(relative))
+        DatasetBuilder::from_uri(self.table_uri(relative))
             .with_store_params(self.store_params())
             .with_session(self.session.clone())
     }

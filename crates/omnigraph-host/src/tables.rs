@@ -559,11 +559,11 @@ pub async fn next_job(ds: &Dataset, def: &TypeDef, declared: &[String]) -> Resul
         .count();
     let covering_next = missing.is_some() || stale.is_some();
     if (small >= MIN_SMALL_FRAGMENTS || (small >= MIN_SMALL_FRAGMENTS_BEFORE_COVERING && covering_next))
-        && !plan_compaction(ds, &compaction_options(&existing))
+        && plan_compaction(ds, &compaction_options(&existing))
             .await?
             .compaction_tasks()
             .next()
-            .is_none()
+            .is_some()
     {
         return Ok(Some(Job::Compact));
     }

@@ -5,6 +5,7 @@
 
 mod common;
 
+#[cfg(feature = "failpoints")]
 use std::sync::Arc;
 use std::time::Duration;
 

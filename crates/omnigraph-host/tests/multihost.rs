@@ -22,6 +22,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 /// A host process serving the graphs under `place`.
 /// Background maintenance is off (`--maintenance-interval-ms 0`), so commit
 /// sequences are exact, except where a test turns it on.
+#[cfg(feature = "failpoints")]
 fn start_host(place: &Place, failpoints: Option<&str>) -> HostProcess {
     start_host_with(place, failpoints, lease_ttl_ms(), &["--maintenance-interval-ms", "0"])
 }
@@ -209,6 +210,7 @@ async fn a_host_killed_while_holding_the_lease_is_recovered_by_another() {
 }
 
 /// One load over HTTP, once: the status, the `Retry-After` header and the JSON answer.
+#[cfg(feature = "failpoints")]
 async fn post_once(client: &reqwest::Client, url: &str, body: String) -> (u16, Option<String>, serde_json::Value) {
     let response = client
         .post(format!("{url}/graphs/g/load/ndjson"))
@@ -223,6 +225,7 @@ async fn post_once(client: &reqwest::Client, url: &str, body: String) -> (u16, O
 }
 
 /// Waits until a load has written its recovery record (it is committing tables).
+#[cfg(feature = "failpoints")]
 async fn wait_for_record(store: &omnigraph_host::GraphRoot) {
     let mut waited = 0;
     while recovery_records(store).await == 0 {

@@ -172,6 +172,9 @@ fn schema_and_options_errors_are_typed() {
     ));
 }
 
+/// A wasm feature's name and what turns it off.
+type Toggle = (&'static str, fn(&mut wasmtime::Config));
+
 /// The WebAssembly proposals the artifact cannot compile without, as
 /// `tests/wasm-features.json` lists them (the README's browser table and
 /// the page's refusal are derived from that list): a build that starts
@@ -180,7 +183,7 @@ fn schema_and_options_errors_are_typed() {
 fn the_artifact_needs_exactly_the_listed_wasm_features() {
     let listed: serde_json::Value =
         serde_json::from_slice(&fs::read(repo_root().join("tests/wasm-features.json")).unwrap()).unwrap();
-    let toggles: [(&str, fn(&mut wasmtime::Config)); 11] = [
+    let toggles: [Toggle; 11] = [
         ("bulk-memory", |c| {
             c.wasm_bulk_memory(false);
         }),

@@ -12,8 +12,8 @@ use omnigraph_host::{EngineConfig, Graph, GraphRoot, LoadRequest};
 use omnigraph_validate_wasm::Mode;
 
 #[path = "../../../omnigraph-validate-wasm/benches/target_line.rs"]
-mod target_line;
-pub use target_line::{target, target_at_least};
+pub mod target_line;
+pub use target_line::target;
 
 pub const SCHEMA: &str = "node Person { name: String @key  age: I32? }";
 /// Rows per load: half updates of stored rows, half new ones.

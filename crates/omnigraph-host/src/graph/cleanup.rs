@@ -42,8 +42,10 @@ impl Graph {
         self.with_lease(self.config.lease_wait, |_, _| async move {
             self.pin_new_commits(&mut walked, &mut pinned).await?;
             let cutoff_ms = now_ms().saturating_sub(retention.as_millis() as u64) as i64;
-            let mut cleaned = Cleaned::default();
-            cleaned.lance_branches = self.remove_unpinned_lance_branches(&pinned, cutoff_ms).await?;
+            let mut cleaned = Cleaned {
+                lance_branches: self.remove_unpinned_lance_branches(&pinned, cutoff_ms).await?,
+                ..Cleaned::default()
+            };
             for ((name, lance_branch), versions) in pinned {
                 let path = self.recorded_table(&name)?;
                 let Some(ds) = tables::latest_on(&self.root, &path, lance_branch.as_deref()).await? else { continue };
