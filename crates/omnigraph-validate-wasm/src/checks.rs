@@ -20,7 +20,7 @@ use std::sync::Arc;
 use bumpalo::Bump;
 
 use crate::options::{Mode, Options};
-use crate::record::{Keep, ReadRow, Row, Rows, unique_key};
+use crate::record::{Keep, ReadRow, Row, RowOf, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -200,7 +200,18 @@ impl<'s, 'a> Accepted<'s, 'a> {
     /// rows so far.
     pub fn push(&mut self, t: usize, row: ReadRow<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
         let texts = self.texts;
-        let row = row.map_text(|text| kept(texts, text));
+        // Field by field, not through a `map` method on `RowOf`: that made
+        // every caller copy the row first (+0.5 % of validating's
+        // instructions on the bench batch, +0.27 % always inlined).
+        let RowOf { line, offset, id, src, dst, arrow_bytes } = row;
+        let row = Row {
+            line,
+            offset,
+            id: id.map(|id| kept(texts, id)),
+            src: kept(texts, src),
+            dst: kept(texts, dst),
+            arrow_bytes,
+        };
         let schema = self.schema;
         let def = &schema.types[t];
         let i = self.rows[t].len();

@@ -38,14 +38,6 @@ pub type Row<'a> = RowOf<&'a str>;
 /// A row as a reader gives it: its strings borrowed from the batch or owned.
 pub type ReadRow<'a> = RowOf<Cow<'a, str>>;
 
-impl<S> RowOf<S> {
-    /// The same row with each of its strings made a `T` by `text`.
-    pub fn map_text<T>(self, mut text: impl FnMut(S) -> T) -> RowOf<T> {
-        let RowOf { line, offset, id, src, dst, arrow_bytes } = self;
-        RowOf { line, offset, id: id.map(&mut text), src: text(src), dst: text(dst), arrow_bytes }
-    }
-}
-
 /// What the explainer makes of a record: its table and row when it
 /// passed every per-record check, `None` when its errors went to the sink.
 pub type Parsed<'a> = Result<Option<(usize, ReadRow<'a>)>, JsonError>;
