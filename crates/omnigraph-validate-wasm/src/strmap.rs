@@ -74,12 +74,21 @@ struct Entry<V> {
     value: V,
 }
 
+impl<V> Entry<V> {
+    /// Where the entry's key is in the arena.
+    fn key_range(&self) -> std::ops::Range<usize> {
+        let start = self.start as usize;
+        start..start + self.len as usize
+    }
+}
+
 pub struct StrMap<V> {
     slots: Vec<Slot>,
     entries: Vec<Entry<V>>,
     arena: Vec<u8>,
     ordered: Option<BTreeMap<Box<str>, V>>,
-    /// [`MAX_ARENA_BYTES`]; a test lowers it.
+    /// [`MAX_ARENA_BYTES`], except in a test of the bound
+    /// ([`StrMap::with_arena_bound`]).
     max_arena_bytes: usize,
 }
 
@@ -96,9 +105,15 @@ impl<V> StrMap<V> {
         StrMap { slots: vec![EMPTY; slots], entries: Vec::with_capacity(n), arena: Vec::new(), ordered: None, max_arena_bytes: MAX_ARENA_BYTES }
     }
 
+    /// An empty map whose open-addressed table holds at most `bytes` of
+    /// keys, so a test reaches the bound without 4 GiB of them.
+    #[cfg(test)]
+    fn with_arena_bound(bytes: usize) -> Self {
+        StrMap { max_arena_bytes: bytes, ..StrMap::with_capacity(0) }
+    }
+
     fn key(&self, e: &Entry<V>) -> &[u8] {
-        let start = e.start as usize;
-        &self.arena[start..start + e.len as usize]
+        &self.arena[e.key_range()]
     }
 
     fn probe(&self, h: u64, key: &[u8]) -> Probe {
@@ -129,8 +144,7 @@ impl<V> StrMap<V> {
             entries
                 .into_iter()
                 .map(|e| {
-                    let start = e.start as usize;
-                    let key = std::str::from_utf8(&arena[start..start + e.len as usize]).expect("keys are str");
+                    let key = std::str::from_utf8(&arena[e.key_range()]).expect("keys are str");
                     (Box::from(key), e.value)
                 })
                 .collect(),
@@ -289,8 +303,7 @@ mod tests {
 
     #[test]
     fn keys_past_the_arena_bound_fall_back_to_the_ordered_map() {
-        let mut m = StrMap::with_capacity(0);
-        m.max_arena_bytes = 40;
+        let mut m = StrMap::with_arena_bound(40);
         let keys: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
             assert!(m.insert_new(k, i).is_none(), "{k:?} is new");
