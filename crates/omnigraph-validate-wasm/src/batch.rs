@@ -445,8 +445,10 @@ fn compat_stream<'a>(
 /// Checks the fast acceptor against the explainer on every line of `batch`
 /// read as strict lines: each line the acceptor takes (given the batch from
 /// that line on, as `strict_lines` gives it), validating (values measured,
-/// and left in the buffer for the next line) or keeping values (`prepare`:
-/// whole values, taken from the buffer), must end where the line ends and
+/// and left in the buffer for the next line) or keeping values (whole
+/// values: taken from the buffer, as the reference `prepare` takes them, or
+/// left in it, as `prepare`'s columns copy them, so the next line's blobs,
+/// vectors and lists refill their buffers), must end where the line ends and
 /// be UTF-8, and the explainer must accept it alone, with the same table and
 /// the same row, and, keeping values, the same values. Returns how many
 /// lines the acceptor took and how many lines there were. Panics on a
@@ -456,9 +458,9 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
     let limits = &options.limits;
     let (mut accepted, mut lines) = (0, 0);
     // One buffer per mode for every line, as in `strict_lines`: validating,
-    // a line starts from what the line before left in it; keeping values,
-    // from an empty buffer once a row took them.
-    let (mut kept, mut reused) = (Vec::new(), Vec::new());
+    // and keeping values that are left, a line starts from what the line
+    // before left in it; keeping values that are taken, from an empty buffer.
+    let (mut whole_taken, mut whole_left, mut measured) = (Vec::new(), Vec::new(), Vec::new());
     let mut start = 0;
     for (n, raw) in batch.split(|&b| b == b'\n').enumerate() {
         lines += 1;
@@ -466,14 +468,15 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
         start += raw.len() + 1;
         let content = raw.strip_suffix(b"\r").unwrap_or(raw);
         let at = LineAt { line: n as u64 + 1, offset: 0 };
-        for (keep_values, values) in [(true, &mut kept), (false, &mut reused)] {
+        let modes = [(true, true, &mut whole_taken), (true, false, &mut whole_left), (false, false, &mut measured)];
+        for (keep_values, take_values, values) in modes {
             let Some(taken) = fast::accept(&plan, schema, limits, rest, at, keep_values, values) else { continue };
             assert_eq!(taken.line_end, raw.len(), "the fast acceptor ends line {} elsewhere: {raw:?}", n + 1);
             let Ok(text) = std::str::from_utf8(content) else {
                 panic!("the fast acceptor took line {} that is not UTF-8: {raw:?}", n + 1)
             };
             let fast_row = (taken.table, taken.row);
-            accepted += u64::from(keep_values);
+            accepted += u64::from(take_values);
             let mut sink = ErrorSink::new(16);
             let mut slow_values = Vec::new();
             let (slow, trailing) = explain_line(schema, options, text, at, &mut sink, &mut slow_values);
@@ -491,7 +494,7 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
                     sink.total()
                 ),
             }
-            if keep_values {
+            if take_values {
                 values.clear();
             }
         }

@@ -28,7 +28,7 @@ use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
 use crate::words::{digit_run, same_bytes, starts_with, word};
 use crate::value::{
-    Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, float, integer, parse_date,
+    Decimal, Val, base64_len, clinger_f32, clinger_f64, date_from_days, decode_base64, decode_base64_into, float, integer, parse_date,
     parse_datetime, timestamp_from_millis,
 };
 
@@ -62,6 +62,10 @@ struct TypePlan {
     members: Vec<Option<Quoted>>,
     /// The Arrow bytes every row has whatever its values (`rows::fixed_bytes`).
     fixed_bytes: u64,
+    /// Properties whose whole values own a buffer (blobs, vectors, lists),
+    /// as a bit set: when values are kept, the last record's buffer in the
+    /// slot is refilled instead of a new one allocated.
+    buffered: u64,
 }
 
 /// A member's `"name":`, and for names of up to 16 bytes the same bytes
@@ -109,6 +113,7 @@ impl Plan {
                     props.fold(0u64, |bits, (i, _)| bits | 1 << i)
                 };
                 let (required, all) = (bits(&|p| !p.nullable), bits(&|_| true));
+                let buffered = bits(&|p| matches!(p.ty, ValueType::Blob | ValueType::Vector(_) | ValueType::List(_)));
                 let ruled = (0..def.props.len())
                     .map(|i| def.ranges.iter().any(|r| r.prop == i) || def.checks.iter().any(|r| r.prop == i))
                     .collect();
@@ -120,7 +125,7 @@ impl Plan {
                         plain.then(|| Quoted::new([b"\"", p.name.as_bytes(), b"\":"].concat()))
                     })
                     .collect();
-                TypePlan { required, all, ruled, fits, members, fixed_bytes: fixed_bytes(def) }
+                TypePlan { required, all, ruled, fits, members, fixed_bytes: fixed_bytes(def), buffered }
             })
             .collect();
         let names = |kind: TableKind| {
@@ -496,6 +501,7 @@ impl<'a> Scan<'a> {
             values.resize(def.props.len(), Val::Null);
         }
         let mut present = 0u64;
+        let buffered = if self.keep_values { plan.buffered } else { 0 };
         if !self.empty(b'}') {
             let mut next = 0;
             loop {
@@ -507,7 +513,10 @@ impl<'a> Scan<'a> {
                 }
                 present |= 1 << i;
                 let prop = &def.props[i];
-                let v = self.value(&prop.ty)?;
+                let v = match buffered & 1 << i {
+                    0 => self.value(&prop.ty)?,
+                    _ => self.refill(&prop.ty, std::mem::replace(&mut values[i], Val::Null))?,
+                };
                 if v == Val::Null {
                     prop.nullable.then_some(())?;
                 } else if plan.ruled[i] && !meets_constraints(def, i, &v) {
@@ -535,6 +544,55 @@ impl<'a> Scan<'a> {
             return Some(Val::Null);
         }
         self.present(ty)
+    }
+
+    /// [`Scan::value`] of a blob, vector or list kept whole, written into
+    /// `spare`'s buffer when it has one of the type: the same property's
+    /// value in the last record of its table, which `Columns` has copied.
+    /// So preparing allocates once per such property, not once per value.
+    fn refill(&mut self, ty: &ValueType, spare: Val<'a>) -> Option<Val<'a>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(Val::Null);
+        }
+        Some(match (ty, spare) {
+            (ValueType::Blob, Val::Blob(mut bytes)) => {
+                bytes.clear();
+                decode_base64_into(self.string()?.strip_prefix("base64:")?, &mut bytes).ok()?;
+                Val::Blob(bytes)
+            }
+            (ValueType::Vector(n), Val::Vector(mut items)) => {
+                items.clear();
+                Val::Vector(self.vector(*n, items)?)
+            }
+            (ValueType::List(item), Val::List(mut items)) => {
+                items.clear();
+                Val::List(self.list(item, items)?)
+            }
+            (ty, _) => self.present(ty)?,
+        })
+    }
+
+    /// A vector's `n` items appended to `out`, read straight as F32. Out of
+    /// line, as [`Scan::list`]: only preparing reads them, and inlined they
+    /// grow `present`, which validating calls for every value.
+    #[inline(never)]
+    fn vector(&mut self, n: u32, mut out: Vec<f32>) -> Option<Vec<f32>> {
+        self.items(Self::f32, |v| {
+            out.push(v);
+            Some(())
+        })?;
+        (out.len() == n as usize).then_some(out)
+    }
+
+    /// A list's items appended to `out`, whole.
+    #[inline(never)]
+    fn list(&mut self, item: &ValueType, mut out: Vec<Val<'a>>) -> Option<Vec<Val<'a>>> {
+        self.items(|sc| sc.present(item), |v| {
+            out.push(v);
+            Some(())
+        })?;
+        Some(out)
     }
 
     /// A value that is not null, as `value::decode_present` decodes it.
@@ -574,33 +632,26 @@ impl<'a> Scan<'a> {
                     false => Val::Sized(base64_len(text).ok()? as u64),
                 }
             }
+            ValueType::Vector(n) if self.keep_values => Val::Vector(self.vector(*n, Vec::with_capacity(*n as usize))?),
             ValueType::Vector(n) => {
-                let keep = self.keep_values;
-                let mut out = Vec::with_capacity(if keep { *n as usize } else { 0 });
                 let mut count = 0;
                 // Items read straight as F32, not through `present`.
-                self.items(Self::f32, |v| {
+                self.items(Self::f32, |_| {
                     count += 1;
-                    if keep {
-                        out.push(v);
-                    }
                     Some(())
                 })?;
                 (count == *n as usize).then_some(())?;
                 // A vector's bytes are all fixed width: nothing to measure.
-                if keep { Val::Vector(out) } else { Val::Sized(0) }
+                Val::Sized(0)
             }
+            ValueType::List(item) if self.keep_values => Val::List(self.list(item, Vec::new())?),
             ValueType::List(item) => {
-                let keep = self.keep_values;
-                let (mut out, mut bytes) = (Vec::new(), 0);
+                let mut bytes = 0;
                 self.items(|sc| sc.present(item), |v| {
                     bytes += value_bytes(item, &v);
-                    if keep {
-                        out.push(v);
-                    }
                     Some(())
                 })?;
-                if keep { Val::List(out) } else { Val::Sized(bytes) }
+                Val::Sized(bytes)
             }
         })
     }

@@ -667,9 +667,15 @@ fn base64_digit(c: u8) -> Option<u32> {
 
 /// Standard, padded, canonical base64 (unused bits zero).
 pub fn decode_base64(s: &str) -> Result<Vec<u8>, &'static str> {
-    let mut out = Vec::with_capacity(s.len() / 4 * 3);
-    base64_groups(s, |bytes| out.extend_from_slice(bytes))?;
+    let mut out = Vec::new();
+    decode_base64_into(s, &mut out)?;
     Ok(out)
+}
+
+/// [`decode_base64`] appended to `out` (left with part of the bytes on an error).
+pub(crate) fn decode_base64_into(s: &str, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    out.reserve(s.len() / 4 * 3);
+    base64_groups(s, |bytes| out.extend_from_slice(bytes))
 }
 
 /// How many bytes [`decode_base64`] would give, decoding nothing.
