@@ -105,7 +105,9 @@ impl Payload {
             Payload::Fixed { width, bytes } => match v {
                 Val::Vector(items) => items.iter().for_each(|f| bytes.extend_from_slice(&f.to_le_bytes())),
                 Val::Null => bytes.resize(bytes.len() + *width, 0),
-                _ => bytes.extend_from_slice(&scalar_bytes(ty, v)[..*width]),
+                // A copy of a constant size each, not a call to `memcpy` of `width` bytes.
+                _ if *width == 4 => bytes.extend_from_slice(&scalar_bytes(ty, v)[..4]),
+                _ => bytes.extend_from_slice(&scalar_bytes(ty, v)),
             },
             Payload::List { offsets, len, items } => {
                 let ValueType::List(item) = ty else { unreachable!("a list column holds lists") };
@@ -160,7 +162,7 @@ impl Payload {
 }
 
 /// A present fixed-width scalar's little-endian bytes (the first
-/// `fixed_width` of them).
+/// `fixed_width` of them: 4 or 8).
 fn scalar_bytes(ty: &ValueType, v: &Val<'_>) -> [u8; 8] {
     let mut out = [0; 8];
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
