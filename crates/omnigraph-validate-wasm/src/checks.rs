@@ -1,12 +1,18 @@
 //! The checks that need every record (SPEC §2.5): duplicate ids and
 //! folding, table bounds, `@unique`, endpoints, `@card`.
 //!
-//! They run as each accepted row arrives ([`Accepted::push`]), while its
-//! bytes are still in cache: its id is folded, its endpoints are looked up
-//! among the ids seen so far, its `@unique` tuples and `@card` source are
-//! counted and its sizes added to its table's totals (passes over the rows
-//! after the last line re-read every id and endpoint from the batch, a
-//! cache miss each). What a later row can still change is settled in
+//! They run as the accepted rows arrive ([`Accepted::push`]), while their
+//! bytes are still in cache (passes over the rows after the last line
+//! re-read every id and endpoint from the batch, a cache miss each). A
+//! table's rows wait in groups of [`LOOKUP_GROUP`]: when a group is full
+//! ([`Accepted::settle_waiting`]), its ids are folded, then its `@unique`
+//! tuples and `@card` sources counted and its sizes added to its table's
+//! totals, each map's keys read ahead together ([`StrMap::read_ahead`]) and
+//! then inserted one by one in row order, so every insert gives what it
+//! gave row by row, with the group's cache misses overlapping instead of
+//! one waited for per key. An edge's endpoints wait likewise, then are
+//! looked up among the ids seen so far (its node type's waiting rows are
+//! settled first). What a later row can still change is settled in
 //! [`Accepted::finish`]: an endpoint not seen yet is looked up again among
 //! all the ids, and a table in which a row was folded away or refused as a
 //! duplicate has its `@unique`, `@card` and sizes counted again over the
@@ -24,7 +30,7 @@ use crate::record::{Keep, ReadRow, Row, RowOf, Rows, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
-use crate::strmap::{LOOKUP_GROUP, StrMap};
+use crate::strmap::{KeyGroup, LOOKUP_GROUP, StrMap};
 use crate::value::Val;
 
 /// A batch's accepted rows per table (indexed like `Schema::types`), with
@@ -63,6 +69,9 @@ struct TableChecks<'a> {
     ids: StrMap<usize>,
     /// Rows folded away or refused as duplicates.
     dead: Vec<usize>,
+    /// The rows after the last full group: their ids are not folded yet,
+    /// their tuples, sources and sizes not counted.
+    waiting: Waiting<'a>,
     tallies: Tallies<'a>,
     arrow_bytes: u64,
     keyed_bytes: u64,
@@ -87,6 +96,63 @@ struct Tallies<'a> {
     over_card: Vec<usize>,
 }
 
+/// A table's rows since the last full group of [`LOOKUP_GROUP`]: the keys
+/// each of its maps will take, in row order, and the rows' sizes.
+struct Waiting<'a> {
+    /// The first waiting row.
+    first: usize,
+    len: usize,
+    lines: [u64; LOOKUP_GROUP],
+    ids: KeyGroup<'a>,
+    /// Per `@unique`: the rows' tuples (none when a member is null).
+    tuples: Vec<KeyGroup<'a>>,
+    /// The rows' sources (`@card` counts them).
+    sources: KeyGroup<'a>,
+    arrow_bytes: u64,
+    keyed_bytes: u64,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(def: &TypeDef) -> Self {
+        Waiting {
+            first: 0,
+            len: 0,
+            lines: [0; LOOKUP_GROUP],
+            ids: KeyGroup::default(),
+            tuples: def.uniques.iter().map(|_| KeyGroup::default()).collect(),
+            sources: KeyGroup::default(),
+            arrow_bytes: 0,
+            keyed_bytes: 0,
+        }
+    }
+
+    /// Adds row `i` (the one after the last waiting row) with its `@unique`
+    /// tuples; true when the group is full.
+    fn push(&mut self, i: usize, row: &Row<'a>, tuples: &[Option<&'a str>]) -> bool {
+        debug_assert_eq!(i, self.first + self.len, "rows wait in order");
+        self.lines[self.len] = row.line;
+        self.len += 1;
+        self.ids.push(i, row.id);
+        for (group, &tuple) in self.tuples.iter_mut().zip(tuples) {
+            group.push(i, tuple);
+        }
+        self.sources.push(i, Some(row.src));
+        self.arrow_bytes += row.arrow_bytes;
+        self.keyed_bytes += keyed_parse_bytes(row);
+        self.len == LOOKUP_GROUP
+    }
+
+    /// Empties the group; the next row waits first.
+    fn clear(&mut self) {
+        self.first += self.len;
+        self.len = 0;
+        self.ids.clear();
+        self.tuples.iter_mut().for_each(KeyGroup::clear);
+        self.sources.clear();
+        (self.arrow_bytes, self.keyed_bytes) = (0, 0);
+    }
+}
+
 impl<'a> Tallies<'a> {
     fn new(def: &TypeDef) -> Self {
         Tallies {
@@ -99,26 +165,40 @@ impl<'a> Tallies<'a> {
 
     fn over(def: &TypeDef, rows: &Rows<'a>) -> Self {
         let mut tallies = Tallies::new(def);
+        let mut waiting = Waiting::new(def);
         for (i, (row, tuples)) in rows.with_tuples().enumerate() {
-            tallies.count(def, i, row, tuples);
+            if waiting.push(i, row, tuples) {
+                tallies.count_group(def, &mut waiting);
+                waiting.clear();
+            }
         }
+        tallies.count_group(def, &mut waiting);
         tallies
     }
 
-    fn count(&mut self, def: &TypeDef, i: usize, row: &Row<'_>, tuples: &[Option<&'a str>]) {
-        for ((u, seen), tuple) in self.uniques.iter_mut().enumerate().zip(tuples) {
-            let &Some(tuple) = tuple else { continue };
-            if let Some(earlier) = seen.insert_new(tuple, row.line) {
-                self.clashes.push((u, i, tuple, *earlier));
+    /// Counts the `waiting` rows' tuples and sources in row order, one map
+    /// at a time: the order of inserts into each map is the rows' order,
+    /// and no map's result depends on another's.
+    fn count_group(&mut self, def: &TypeDef, waiting: &mut Waiting<'a>) {
+        let line = |i: usize| waiting.lines[i - waiting.first];
+        for ((u, seen), tuples) in self.uniques.iter_mut().enumerate().zip(&mut waiting.tuples) {
+            seen.read_ahead(tuples);
+            for (i, tuple, h) in tuples.iter() {
+                if let Some(earlier) = seen.insert_new_hashed(tuple, h, line(i)) {
+                    self.clashes.push((u, i, tuple, *earlier));
+                }
             }
         }
         if let (Some(sources), Some(max)) = (&mut self.sources, def.card_max) {
-            let n = sources.insert_new(row.src, 1).map_or(1, |n| {
-                *n += 1;
-                *n
-            });
-            if n == max + 1 {
-                self.over_card.push(i);
+            sources.read_ahead(&mut waiting.sources);
+            for (i, src, h) in waiting.sources.iter() {
+                let n = sources.insert_new_hashed(src, h, 1).map_or(1, |n| {
+                    *n += 1;
+                    *n
+                });
+                if n == max + 1 {
+                    self.over_card.push(i);
+                }
             }
         }
     }
@@ -179,6 +259,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 .map(|def| TableChecks {
                     ids: StrMap::with_capacity(0),
                     dead: Vec::new(),
+                    waiting: Waiting::new(def),
                     tallies: Tallies::new(def),
                     arrow_bytes: 0,
                     keyed_bytes: 0,
@@ -215,22 +296,51 @@ impl<'s, 'a> Accepted<'s, 'a> {
         let schema = self.schema;
         let def = &schema.types[t];
         let i = self.rows[t].len();
+        self.tuples.clear();
+        for members in &def.uniques {
+            let tuple = unique_key(members, values, row.src, row.dst).map(|tuple| kept(texts, tuple));
+            self.tuples.push(tuple);
+        }
+        let full = self.tables[t].waiting.push(i, &row, &self.tuples);
+        self.rows[t].push(def, row, values, self.tuples.drain(..));
+        if full {
+            self.settle_waiting(t, sink);
+        }
+        if let (Some(from), Some(to)) = (def.from, def.to) {
+            for (end, node_type) in [(End::From, from), (End::To, to)] {
+                self.pending[node_type].push(Unresolved { table: t, row: i, end });
+                if self.pending[node_type].len() == LOOKUP_GROUP {
+                    self.look_up_pending(node_type, sink);
+                }
+            }
+        }
+    }
+
+    /// Folds the ids of table `t`'s waiting rows, then counts their tuples,
+    /// sources and sizes. Once a row of the table died, the counts stop:
+    /// `finish` counts the table again over the rows that survive.
+    fn settle_waiting(&mut self, t: usize, sink: &mut ErrorSink) {
+        let (def, mode) = (&self.schema.types[t], self.mode);
         let rows = &self.rows[t];
-        let table = &mut self.tables[t];
-        if let Some(id) = row.id {
-            match table.ids.insert_new(id, i) {
+        let TableChecks { ids, dead, tallies, waiting, arrow_bytes, keyed_bytes } = &mut self.tables[t];
+        if waiting.len == 0 {
+            return;
+        }
+        ids.read_ahead(&mut waiting.ids);
+        for (i, id, h) in waiting.ids.iter() {
+            match ids.insert_new_hashed(id, h, i) {
                 None => {}
-                Some(earlier) if self.mode == Mode::Merge => {
-                    table.dead.push(*earlier);
+                Some(earlier) if mode == Mode::Merge => {
+                    dead.push(*earlier);
                     *earlier = i;
                     self.folded += 1;
                 }
                 Some(earlier) => {
-                    table.dead.push(i);
+                    dead.push(i);
+                    let row = &rows[i];
                     let line = row.line;
                     let earlier_line = rows[*earlier].line;
-                    let mode = self.mode;
-                    sink.push(at_row(&row), ErrorCode::DuplicateId, "/id", || {
+                    sink.push(at_row(row), ErrorCode::DuplicateId, "/id", || {
                         format!(
                             "line {line}: {} {} id {} already appears on line {earlier_line}; ids are unique per type in {} mode (merge folds them: the last wins)",
                             def.kind.word(),
@@ -242,31 +352,19 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 }
             }
         }
-        self.tuples.clear();
-        for members in &def.uniques {
-            let tuple = unique_key(members, values, row.src, row.dst).map(|tuple| kept(texts, tuple));
-            self.tuples.push(tuple);
+        if dead.is_empty() {
+            tallies.count_group(def, waiting);
+            *arrow_bytes += waiting.arrow_bytes;
+            *keyed_bytes += waiting.keyed_bytes;
         }
-        // Once a row of the table died, `finish` counts the table again.
-        if table.dead.is_empty() {
-            table.tallies.count(def, i, &row, &self.tuples);
-            table.arrow_bytes += row.arrow_bytes;
-            table.keyed_bytes += keyed_parse_bytes(&row);
-        }
-        self.rows[t].push(def, row, values, self.tuples.drain(..));
-        if let (Some(from), Some(to)) = (def.from, def.to) {
-            for (end, node_type) in [(End::From, from), (End::To, to)] {
-                self.pending[node_type].push(Unresolved { table: t, row: i, end });
-                if self.pending[node_type].len() == LOOKUP_GROUP {
-                    self.look_up_pending(node_type);
-                }
-            }
-        }
+        waiting.clear();
     }
 
     /// Looks the pending endpoints of `node_type` up among its ids so far
-    /// (an id, once seen, stays: only "not seen yet" can change later).
-    fn look_up_pending(&mut self, node_type: usize) {
+    /// (an id, once seen, stays: only "not seen yet" can change later),
+    /// once its waiting rows' ids are in.
+    fn look_up_pending(&mut self, node_type: usize, sink: &mut ErrorSink) {
+        self.settle_waiting(node_type, sink);
         let pending = std::mem::take(&mut self.pending[node_type]);
         let mut keys = [""; LOOKUP_GROUP];
         for (key, u) in keys.iter_mut().zip(&pending) {
@@ -291,6 +389,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
     /// Settles what later rows could change and runs the bounds.
     pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Settled<'a> {
+        for t in 0..self.rows.len() {
+            self.settle_waiting(t, sink);
+        }
         // Every id is in now: the endpoints still pending are looked up once, below.
         for pending in &mut self.pending {
             self.unresolved.append(pending);

@@ -16,7 +16,7 @@ const MAX_PROBE: usize = 64;
 const MIN_CAPACITY: usize = 16;
 /// Most key bytes the open-addressed table holds: its offsets are `u32`.
 const MAX_ARENA_BYTES: usize = u32::MAX as usize;
-/// Most keys [`StrMap::contains_each`] looks up at once.
+/// Most keys [`StrMap::contains_each`] looks up, or [`KeyGroup`] holds, at once.
 pub const LOOKUP_GROUP: usize = 32;
 
 fn hash(key: &[u8]) -> u64 {
@@ -175,10 +175,33 @@ impl<V> StrMap<V> {
         }
     }
 
+    /// The first two stages of looking up a group of keys: every key's hash
+    /// and first slot, then the entry each first slot names when its tag
+    /// matches. Staged, so that the keys' cache misses overlap instead of
+    /// running one after the other.
+    fn first_reads<'m>(
+        &'m self,
+        keys: &[&str],
+        hashes: &mut [u64; LOOKUP_GROUP],
+        first: &mut [Slot; LOOKUP_GROUP],
+    ) -> [Option<&'m Entry<V>>; LOOKUP_GROUP] {
+        let mask = self.slots.len() - 1;
+        for ((key, h), slot) in keys.iter().zip(hashes.iter_mut()).zip(first.iter_mut()) {
+            *h = hash(key.as_bytes());
+            *slot = self.slots[*h as usize & mask];
+        }
+        let mut entries = [None; LOOKUP_GROUP];
+        for ((h, slot), entry) in hashes.iter().zip(first.iter()).take(keys.len()).zip(&mut entries) {
+            if slot.entry != 0 && slot.tag == (h >> 32) as u32 {
+                *entry = Some(&self.entries[slot.entry as usize - 1]);
+            }
+        }
+        entries
+    }
+
     /// Whether each of `keys` is in the map. The keys are looked up in
-    /// stages (every first slot, then every entry, then every key's bytes)
-    /// so that their cache misses overlap instead of running one after the
-    /// other: a batch's endpoints are looked up this way.
+    /// stages (every first slot, then every entry, then every key's bytes):
+    /// a batch's endpoints are looked up this way.
     pub fn contains_each(&self, keys: &[&str], found: &mut [bool]) {
         assert!(keys.len() == found.len() && keys.len() <= LOOKUP_GROUP, "one flag per key, at most a group");
         if self.ordered.is_some() {
@@ -187,19 +210,8 @@ impl<V> StrMap<V> {
             }
             return;
         }
-        let mask = self.slots.len() - 1;
-        let mut hashes = [0u64; LOOKUP_GROUP];
-        let mut first = [EMPTY; LOOKUP_GROUP];
-        for ((key, h), slot) in keys.iter().zip(&mut hashes).zip(&mut first) {
-            *h = hash(key.as_bytes());
-            *slot = self.slots[*h as usize & mask];
-        }
-        let mut entries: [Option<&Entry<V>>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
-        for ((h, slot), entry) in hashes.iter().zip(&first).take(keys.len()).zip(&mut entries) {
-            if slot.entry != 0 && slot.tag == (h >> 32) as u32 {
-                *entry = Some(&self.entries[slot.entry as usize - 1]);
-            }
-        }
+        let (mut hashes, mut first) = ([0u64; LOOKUP_GROUP], [EMPTY; LOOKUP_GROUP]);
+        let entries = self.first_reads(keys, &mut hashes, &mut first);
         for (((key, h), (slot, entry)), found) in keys.iter().zip(&hashes).zip(first.iter().zip(&entries)).zip(found) {
             *found = match entry {
                 Some(e) if e.hash == *h && same_bytes(self.key(e), key.as_bytes()) => true,
@@ -211,11 +223,42 @@ impl<V> StrMap<V> {
         }
     }
 
+    /// Hashes `group`'s keys and reads, in the stages of
+    /// [`StrMap::contains_each`] (without walking a probe sequence), what
+    /// inserting them will read first: their inserts, one by one in order
+    /// ([`StrMap::insert_new_hashed`]), then find it in cache instead of
+    /// waiting for one miss per key. Reads only: what an insert does does
+    /// not depend on it.
+    pub fn read_ahead(&self, group: &mut KeyGroup<'_>) {
+        let keys = &group.keys[..group.len];
+        if self.ordered.is_some() {
+            // The ordered map does not use hashes.
+            return;
+        }
+        let mut first = [EMPTY; LOOKUP_GROUP];
+        let entries = self.first_reads(keys, &mut group.hashes, &mut first);
+        let mut same = 0usize;
+        for (key, entry) in keys.iter().zip(&entries) {
+            if let Some(e) = entry {
+                same += usize::from(same_bytes(self.key(e), key.as_bytes()));
+            }
+        }
+        // Used, so the reads above are not optimised away.
+        std::hint::black_box(same);
+    }
+
     /// Inserts `key → value` if `key` is absent and returns `None`;
     /// otherwise leaves the map alone and returns the present value.
+    #[cfg(test)]
     pub fn insert_new(&mut self, key: &str, value: V) -> Option<&mut V> {
+        self.insert_new_hashed(key, hash(key.as_bytes()), value)
+    }
+
+    /// [`StrMap::insert_new`] of a key whose hash `h` is known (from
+    /// [`StrMap::read_ahead`]).
+    pub fn insert_new_hashed(&mut self, key: &str, h: u64, value: V) -> Option<&mut V> {
         if self.ordered.is_none() {
-            let h = hash(key.as_bytes());
+            debug_assert_eq!(h, hash(key.as_bytes()), "the key's own hash");
             match self.probe(h, key.as_bytes()) {
                 Probe::Found(e) => return Some(&mut self.entries[e].value),
                 Probe::Vacant(slot) if self.arena.len() + key.len() <= self.max_arena_bytes => {
@@ -239,6 +282,37 @@ impl<V> StrMap<V> {
                 None
             }
         }
+    }
+}
+
+/// Up to [`LOOKUP_GROUP`] keys bound for one map, in the order they are to
+/// be inserted, each with the index of the row it came from; their hashes
+/// come from [`StrMap::read_ahead`]. Refilled after each group
+/// ([`KeyGroup::clear`]), so a batch makes one per map.
+#[derive(Default)]
+pub struct KeyGroup<'k> {
+    keys: [&'k str; LOOKUP_GROUP],
+    hashes: [u64; LOOKUP_GROUP],
+    rows: [usize; LOOKUP_GROUP],
+    len: usize,
+}
+
+impl<'k> KeyGroup<'k> {
+    /// Adds row `row`'s key, if it has one (at most a group of them).
+    pub fn push(&mut self, row: usize, key: Option<&'k str>) {
+        if let Some(key) = key {
+            (self.keys[self.len], self.rows[self.len]) = (key, row);
+            self.len += 1;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Each key in order: its row, the key and its hash.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &'k str, u64)> + '_ {
+        (0..self.len).map(|k| (self.rows[k], self.keys[k], self.hashes[k]))
     }
 }
 
@@ -298,6 +372,36 @@ mod tests {
                 let expected: Vec<bool> = group.iter().map(|k| m.get(k).is_some()).collect();
                 assert_eq!(found, expected, "{group:?}");
             }
+        }
+    }
+
+    /// Groups read ahead, then inserted in order, give what inserting the
+    /// keys one by one gives, duplicates inside a group and a fallback to
+    /// the ordered map in the middle of one included.
+    #[test]
+    fn groups_read_ahead_insert_as_one_by_one() {
+        let mask = (MIN_CAPACITY * 64 - 1) as u64;
+        let colliding = (0..100_000).map(|i| format!("k{i}")).filter(|k| hash(k.as_bytes()) & mask == 0).take(80);
+        let mut keys: Vec<String> = (0..300).map(|i| format!("id-{}", i % 170)).collect();
+        keys.extend(colliding);
+        keys.extend((0..100).map(|i| format!("id-{i}")));
+        let (mut grouped, mut single) = (StrMap::with_capacity(4), StrMap::with_capacity(4));
+        let mut group = KeyGroup::default();
+        for (chunk, block) in keys.chunks(LOOKUP_GROUP).enumerate() {
+            group.clear();
+            for (k, key) in block.iter().enumerate() {
+                group.push(chunk * LOOKUP_GROUP + k, Some(key));
+            }
+            grouped.read_ahead(&mut group);
+            for (i, key, h) in group.iter() {
+                assert_eq!(key, keys[i]);
+                let got = grouped.insert_new_hashed(key, h, i).copied();
+                assert_eq!(got, single.insert_new(key, i).copied(), "{key:?}");
+            }
+        }
+        assert!(grouped.ordered.is_some(), "the colliding keys switched representation mid-group");
+        for key in &keys {
+            assert_eq!(grouped.get(key), single.get(key));
         }
     }
 
