@@ -30,6 +30,25 @@ test('every corpus report is byte-identical in node', () => {
   assert.deepEqual(mismatches('node', reports), []);
 });
 
+test('one compiled schema gives every batch of its cases its own report, whatever it validated before', () => {
+  // Cases that share a schema, through one CompiledSchema (which keeps its
+  // scratch memory between batches), forwards then backwards.
+  const bySchema = new Map();
+  for (const name of caseNames()) {
+    const c = readCase(name);
+    bySchema.set(c.schema, [...(bySchema.get(c.schema) ?? []), { name, ...c }]);
+  }
+  const shared = [...bySchema.values()].filter((cases) => cases.length > 1);
+  assert.ok(shared.reduce((n, cases) => n + cases.length, 0) >= 20, 'many cases share a schema');
+  for (const cases of shared) {
+    const schema = pkg.compileSchema(cases[0].schema);
+    for (const c of [...cases, ...cases.slice().reverse()]) {
+      assert.equal(schema.validate(c.input, c.options) + '\n', c.expected, c.name);
+    }
+    schema.free();
+  }
+});
+
 test('validateObject gives the same report as an object', () => {
   const c = readCase(caseNames()[0]);
   const schema = pkg.compileSchema(c.schema);

@@ -15,13 +15,14 @@
 //!   (`omnigraph_validate_wasm::differential`).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use omnigraph_validate_wasm::{
-    Limits, Mode, Options, Report, Schema, differential, prepare, prepare_reference, prepare_rows, tables_from_rows,
-    validate,
+    Limits, Mode, Options, Report, Schema, Scratch, differential, prepare, prepare_reference, prepare_rows,
+    tables_from_rows, validate,
 };
 
 /// The fuzz targets, by name (`fuzz/fuzz_targets/<name>.rs`).
@@ -188,8 +189,15 @@ const TIGHT_LIMITS: Limits = Limits {
     max_removed_id_bytes: 4096,
 };
 
+thread_local! {
+    /// One scratch for every input a fuzzer runs: each validates in what
+    /// the inputs before it (other schemas, other batches) left.
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
+}
+
 /// The invariants of one validation, in every runtime's terms:
-/// * validation is deterministic and its report serializes;
+/// * validation is deterministic and its report serializes, and a
+///   [`Scratch`] kept from the inputs before changes no report or table;
 /// * `prepare` gives the same report as `validate`, and output exactly
 ///   when the report is ok;
 /// * the rows the wasm artifact would return (`prepare_rows`) decode to the
@@ -204,9 +212,12 @@ fn check_batch(schema: &Schema, options: &Options, batch: &[u8]) {
     }
     let report = validate(schema, options, batch);
     let json = report.to_json();
-    assert_eq!(json, validate(schema, options, batch).to_json(), "validation is deterministic");
+    let again = SCRATCH.with_borrow_mut(|scratch| scratch.validate(schema, options, batch).to_json());
+    assert_eq!(json, again, "validation is deterministic, in new memory or in what earlier inputs left");
     check_counts(&report, options);
-    match prepare(schema, options, batch) {
+    let prepared = prepare(schema, options, batch);
+    assert!(SCRATCH.with_borrow_mut(|scratch| scratch.prepare(schema, options, batch) == prepared), "prepare in a kept scratch");
+    match prepared {
         Ok(prepared) => {
             assert!(report.ok, "prepare accepted a batch validate refused");
             assert_eq!(prepared.report.to_json(), json);

@@ -11,7 +11,7 @@ mod target_line;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group};
-use omnigraph_validate_wasm::{Options, Schema, prepare, prepare_rows, validate};
+use omnigraph_validate_wasm::{Options, Schema, Scratch, prepare, prepare_rows, validate};
 use rounds::Rounds;
 use target_line::target_at_least;
 
@@ -29,8 +29,10 @@ fn throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("32MiB");
     group.sample_size(10);
     group.throughput(Throughput::Bytes(batch.len() as u64));
-    group.bench_function("validate", |b| b.iter(|| validate(&schema, &options, &batch)));
-    group.bench_function("prepare", |b| b.iter(|| prepare(&schema, &options, &batch).expect("valid")));
+    let mut scratch = Scratch::default();
+    group.bench_function("validate", |b| b.iter(|| scratch.validate(&schema, &options, &batch)));
+    group.bench_function("validate_fresh_scratch", |b| b.iter(|| validate(&schema, &options, &batch)));
+    group.bench_function("prepare", |b| b.iter(|| scratch.prepare(&schema, &options, &batch).expect("valid")));
     group.bench_function("prepare_ipc", |b| b.iter(|| prepare(&schema, &options, &batch).expect("valid").into_tables()));
     group.bench_function("prepare_rows", |b| b.iter(|| prepare_rows(&schema, &options, &batch).expect("valid")));
     group.bench_function("serde_json_ignored_any", |b| b.iter(|| ignored_any(&batch)));
@@ -59,18 +61,24 @@ fn targets() {
     let batch = batchgen::generate(TARGET_BYTES);
     let schema = Schema::compile(SCHEMA).expect("bench schema compiles");
     let options = Options::from_json(batchgen::BENCH_OPTIONS.as_bytes()).expect("bench options");
-    let (validating, preparing, preparing_ipc, preparing_rows, syntax, dom) = (0, 1, 2, 3, 4, 5);
+    let (validating, preparing, preparing_ipc, preparing_rows, syntax, dom, validating_fresh, preparing_fresh) = (0, 1, 2, 3, 4, 5, 6, 7);
+    // A native caller that validates batch after batch keeps a scratch
+    // (its checks' maps), as a service would; each contender its own.
+    let (mut validate_scratch, mut prepare_scratch) = (Scratch::default(), Scratch::default());
     let rounds = Rounds::run(ROUNDS, &mut [
-        &mut || drop(black_box(validate(&schema, &options, &batch))),
+        &mut || drop(black_box(validate_scratch.validate(&schema, &options, &batch))),
         // Record batches, what an in-process host stores (the host's own
         // road, `batches_from_rows`, makes the same); then those serialized
         // as Arrow IPC.
-        &mut || drop(black_box(prepare(&schema, &options, &batch).expect("valid"))),
+        &mut || drop(black_box(prepare_scratch.prepare(&schema, &options, &batch).expect("valid"))),
         &mut || drop(black_box(prepare(&schema, &options, &batch).expect("valid").into_tables())),
         // What the artifact's `og_prepare` runs: canonical rows, no Arrow.
         &mut || drop(black_box(prepare_rows(&schema, &options, &batch).expect("valid"))),
         &mut || ignored_any(&batch),
         &mut || value_dom(&batch),
+        // Each call in new memory, as the wasm artifact's fresh instances run.
+        &mut || drop(black_box(validate(&schema, &options, &batch))),
+        &mut || drop(black_box(prepare(&schema, &options, &batch).expect("valid"))),
     ]);
     let mib = batch.len() as f64 / (1024.0 * 1024.0);
     let speed = |i| mib / rounds.median_secs(i);
@@ -80,6 +88,9 @@ fn targets() {
         speed(validating), speed(preparing), speed(preparing_ipc), speed(preparing_rows), speed(syntax), speed(dom));
     println!("Ratios (medians over rounds of each round's ratio): prepare + IPC / validate {:.2}, prepare_rows (the artifact's og_prepare) / validate {:.2}",
         rounds.speed(preparing_ipc, validating), rounds.speed(preparing_rows, validating));
+    println!("Without a kept scratch (each call in new memory): validate {:.1} MiB/s, prepare {:.1}; validate / IgnoredAny {:.2}, validate / Value {:.2}, prepare / validate {:.2}",
+        speed(validating_fresh), speed(preparing_fresh), rounds.speed(validating_fresh, syntax),
+        rounds.speed(validating_fresh, dom), rounds.speed(preparing_fresh, validating_fresh));
     // The worst cases, against the same syntax check of their own bytes:
     // a batch of only edges (every endpoint external) and one in which every
     // line is invalid (each record goes through the acceptor and then the
@@ -88,11 +99,12 @@ fn targets() {
     let errors = batchgen::lines_where(&batch, |_| true).replace("\"data\":{", "\"data\":{\"nope\":1,");
     assert!(!validate(&schema, &options, errors.as_bytes()).ok, "every line of the errors batch is invalid");
     for (name, worst) in [("edges_only", edges.as_bytes()), ("errors_only", errors.as_bytes())] {
+        let (mut scratch, mut json_scratch) = (Scratch::default(), Scratch::default());
         let rounds = Rounds::run(ROUNDS, &mut [
-            &mut || drop(black_box(validate(&schema, &options, worst))),
+            &mut || drop(black_box(scratch.validate(&schema, &options, worst))),
             // What the artifact's `og_validate` returns: the report as JSON
             // (a batch of edges whose nodes are stored lists two refs per line).
-            &mut || drop(black_box(validate(&schema, &options, worst).to_json())),
+            &mut || drop(black_box(json_scratch.validate(&schema, &options, worst).to_json())),
             &mut || ignored_any(worst),
         ]);
         let mib = worst.len() as f64 / (1024.0 * 1024.0);

@@ -5,13 +5,15 @@
 //! canonical rows the artifact's `og_prepare` returns (`prepare_rows`), and
 //! prints their size. With `--time N` it validates N times and prints only
 //! the median and fastest time (the native side of web/bench's paired
-//! ratios: a run of this between a JS runtime's calls).
+//! ratios: a run of this between a JS runtime's calls); with `--time N
+//! --scratch`, through one kept `Scratch` (as a native service validates).
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
     let prepare = args.iter().any(|a| a == "--prepare");
     let rows = args.iter().any(|a| a == "--rows");
-    args.retain(|a| a != "--prepare" && a != "--rows");
+    let kept_scratch = args.iter().any(|a| a == "--scratch");
+    args.retain(|a| a != "--prepare" && a != "--rows" && a != "--scratch");
     let times = match args.iter().position(|a| a == "--time") {
         Some(at) => {
             let n: usize = args.get(at + 1).and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| {
@@ -24,7 +26,7 @@ fn main() {
         None => None,
     };
     if args.len() < 3 {
-        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows | --time N]");
+        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows | --time N [--scratch]]");
         std::process::exit(2);
     }
     let source = std::fs::read_to_string(&args[1]).expect("read schema");
@@ -41,10 +43,15 @@ fn main() {
         None => omnigraph_validate_wasm::Options::default(),
     };
     if let Some(n) = times {
+        let mut scratch = omnigraph_validate_wasm::Scratch::default();
         let mut ms: Vec<f64> = (0..n)
             .map(|_| {
                 let start = std::time::Instant::now();
-                std::hint::black_box(omnigraph_validate_wasm::validate(&schema, &options, &batch));
+                if kept_scratch {
+                    std::hint::black_box(scratch.validate(&schema, &options, &batch));
+                } else {
+                    std::hint::black_box(omnigraph_validate_wasm::validate(&schema, &options, &batch));
+                }
                 start.elapsed().as_secs_f64() * 1e3
             })
             .collect();

@@ -4,7 +4,7 @@
 use bumpalo::Bump;
 use memchr::memchr;
 
-use crate::checks::{Accepted, Settled};
+use crate::checks::{Accepted, Recycled, Settled};
 use crate::fast::{self, LineAt};
 use crate::json::{Cursor, JsonError};
 use crate::limits::Limits;
@@ -23,6 +23,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 pub struct Outcome<'a> {
     pub report: Report,
     pub tables: Vec<Rows<'a>>,
+    /// What the next batch may work in: the checks' maps and unused chunks
+    /// of rows (`tables`' chunks join them once the rows are done).
+    pub recycled: Recycled<'a>,
 }
 
 struct Counts {
@@ -32,10 +35,18 @@ struct Counts {
 }
 
 /// Validates `bytes`, the rows keeping `keep` of their values.
-/// `texts` keeps the rows' strings that are not the batch's own bytes.
-pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep, texts: &'a Bump) -> Outcome<'a> {
+/// `texts` keeps the rows' strings that are not the batch's own bytes; the
+/// checks work in `recycled` (what a past batch left, or nothing).
+pub fn run<'a>(
+    schema: &Schema,
+    options: &Options,
+    bytes: &'a [u8],
+    keep: Keep,
+    texts: &'a Bump,
+    recycled: Recycled<'a>,
+) -> Outcome<'a> {
     let mut sink = ErrorSink::new(options.max_errors as usize);
-    let mut accepted = Accepted::new(schema, options.mode, keep, texts);
+    let mut accepted = Accepted::new(schema, options.mode, keep, texts, recycled);
     let limits = &options.limits;
     let counts = if bytes.len() as u64 > limits.max_batch_bytes {
         sink.push_limit(
@@ -54,7 +65,7 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep, 
     } else {
         compat_stream(schema, options, bytes, &mut sink, &mut accepted)
     };
-    let Settled { tables, folded, external_refs } = accepted.finish(options, &mut sink);
+    let Settled { tables, folded, external_refs, recycled } = accepted.finish(options, &mut sink);
 
     let stats = Stats {
         lines: counts.lines,
@@ -87,7 +98,7 @@ pub fn run<'a>(schema: &Schema, options: &Options, bytes: &'a [u8], keep: Keep, 
         error_count,
         external_refs,
     };
-    Outcome { report, tables }
+    Outcome { report, tables, recycled }
 }
 
 fn is_blank(line: &[u8]) -> bool {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bumpalo::Bump;
 
 use crate::options::{Mode, Options};
-use crate::record::{Keep, ReadRow, Row, RowOf, Rows, unique_key};
+use crate::record::{Keep, ReadRow, Row, RowOf, Rows, SpareChunks, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -54,6 +54,17 @@ pub struct Accepted<'s, 'a> {
     /// `finish` takes from `pending` unlooked.
     unresolved: Vec<Unresolved>,
     folded: u64,
+    /// Chunks of rows a past batch left, taken before new ones.
+    spare: SpareChunks<'a>,
+}
+
+/// What a batch's checks leave for the next batch to work in (a
+/// [`crate::Scratch`] keeps it between batches): each table's maps, and
+/// emptied chunks of rows.
+#[derive(Default)]
+pub struct Recycled<'a> {
+    pub maps: Vec<TableMaps>,
+    pub chunks: SpareChunks<'a>,
 }
 
 /// What [`Accepted::finish`] gives: the rows that survive folding, in line
@@ -62,6 +73,9 @@ pub struct Settled<'a> {
     pub tables: Vec<Rows<'a>>,
     pub folded: u64,
     pub external_refs: Vec<ExternalRef>,
+    /// The checks' maps and the chunks of rows left unused, for the next
+    /// batch (the rows' own chunks join them when the rows are done).
+    pub recycled: Recycled<'a>,
 }
 
 struct TableChecks<'a> {
@@ -153,27 +167,48 @@ impl<'a> Waiting<'a> {
     }
 }
 
-impl<'a> Tallies<'a> {
-    fn new(def: &TypeDef) -> Self {
-        Tallies {
-            uniques: def.uniques.iter().map(|_| StrMap::with_capacity(0)).collect(),
-            clashes: Vec::new(),
-            sources: def.card_max.map(|_| StrMap::with_capacity(0)),
-            over_card: Vec::new(),
-        }
-    }
+/// The maps of one table's checks (its ids, each `@unique`'s tuples, its
+/// `@card` sources), which a [`crate::Scratch`] keeps between batches:
+/// emptied, not freed, so the next batch finds them sized and mapped.
+#[derive(Default)]
+pub struct TableMaps {
+    ids: StrMap<usize>,
+    uniques: Vec<StrMap<u64>>,
+    sources: Option<StrMap<u64>>,
+}
 
-    fn over(def: &TypeDef, rows: &Rows<'a>) -> Self {
-        let mut tallies = Tallies::new(def);
+impl TableMaps {
+    /// These maps, emptied, as many as table `def` uses.
+    fn emptied_for(mut self, def: &TypeDef) -> TableMaps {
+        self.ids.clear();
+        self.uniques.resize_with(def.uniques.len(), StrMap::default);
+        self.uniques.iter_mut().for_each(StrMap::clear);
+        let sources = self.sources.take();
+        self.sources = def.card_max.map(|_| {
+            let mut sources = sources.unwrap_or_default();
+            sources.clear();
+            sources
+        });
+        self
+    }
+}
+
+impl<'a> Tallies<'a> {
+    /// Counts again, over `rows` (the table's rows that survive), in the
+    /// same maps emptied.
+    fn recount(&mut self, def: &TypeDef, rows: &Rows<'a>) {
+        self.uniques.iter_mut().for_each(StrMap::clear);
+        self.sources.iter_mut().for_each(StrMap::clear);
+        self.clashes.clear();
+        self.over_card.clear();
         let mut waiting = Waiting::new(def);
         for (i, (row, tuples)) in rows.with_tuples().enumerate() {
             if waiting.push(i, row, tuples) {
-                tallies.count_group(def, &mut waiting);
+                self.count_group(def, &mut waiting);
                 waiting.clear();
             }
         }
-        tallies.count_group(def, &mut waiting);
-        tallies
+        self.count_group(def, &mut waiting);
     }
 
     /// Counts the `waiting` rows' tuples and sources in row order, one map
@@ -245,7 +280,11 @@ impl<'a> Tallies<'a> {
 }
 
 impl<'s, 'a> Accepted<'s, 'a> {
-    pub fn new(schema: &'s Schema, mode: Mode, keep: Keep, texts: &'a Bump) -> Self {
+    /// The checks of a batch of `schema`, in the maps and chunks of
+    /// `recycled` (emptied first; a table without maps there gets new ones).
+    pub fn new(schema: &'s Schema, mode: Mode, keep: Keep, texts: &'a Bump, recycled: Recycled<'a>) -> Self {
+        let Recycled { maps, chunks: spare } = recycled;
+        let mut maps = maps.into_iter();
         Accepted {
             schema,
             mode,
@@ -256,18 +295,22 @@ impl<'s, 'a> Accepted<'s, 'a> {
             tables: schema
                 .types
                 .iter()
-                .map(|def| TableChecks {
-                    ids: StrMap::with_capacity(0),
-                    dead: Vec::new(),
-                    waiting: Waiting::new(def),
-                    tallies: Tallies::new(def),
-                    arrow_bytes: 0,
-                    keyed_bytes: 0,
+                .map(|def| {
+                    let TableMaps { ids, uniques, sources } = maps.next().unwrap_or_default().emptied_for(def);
+                    TableChecks {
+                        ids,
+                        dead: Vec::new(),
+                        waiting: Waiting::new(def),
+                        tallies: Tallies { uniques, clashes: Vec::new(), sources, over_card: Vec::new() },
+                        arrow_bytes: 0,
+                        keyed_bytes: 0,
+                    }
                 })
                 .collect(),
             pending: schema.types.iter().map(|_| Vec::new()).collect(),
             unresolved: Vec::new(),
             folded: 0,
+            spare,
         }
     }
 
@@ -302,7 +345,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             self.tuples.push(tuple);
         }
         let full = self.tables[t].waiting.push(i, &row, &self.tuples);
-        self.rows[t].push(def, row, values, self.tuples.drain(..));
+        self.rows[t].push(def, row, values, self.tuples.drain(..), &mut self.spare);
         if full {
             self.settle_waiting(t, sink);
         }
@@ -456,7 +499,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 continue;
             }
             rows.remove_flagged(def, &dead);
-            table.tallies = Tallies::over(def, rows);
+            table.tallies.recount(def, rows);
             table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
             table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();
         }
@@ -464,7 +507,12 @@ impl<'s, 'a> Accepted<'s, 'a> {
             table.tallies.report(def, rows, sink);
         }
         check_bounds(schema, options, &self.tables, &self.rows, sink);
-        Settled { tables: self.rows, folded: self.folded, external_refs }
+        let maps = self
+            .tables
+            .into_iter()
+            .map(|table| TableMaps { ids: table.ids, uniques: table.tallies.uniques, sources: table.tallies.sources })
+            .collect();
+        Settled { tables: self.rows, folded: self.folded, external_refs, recycled: Recycled { maps, chunks: self.spare } }
     }
 }
 

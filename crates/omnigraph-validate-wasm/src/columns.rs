@@ -290,7 +290,7 @@ impl Payload {
 mod tests {
     use std::borrow::Cow;
 
-    use crate::record::{Keep, Row, Rows};
+    use crate::record::{Keep, Row, Rows, SpareChunks};
     use crate::schema::Schema;
     use crate::value::Val;
 
@@ -340,8 +340,9 @@ mod tests {
                 arrow_bytes: 0,
             };
             let mut values: Vec<Val> = (0..def.props.len()).map(|p| value(r, p)).collect();
-            written.push(def, row.clone(), &mut values.clone(), std::iter::empty());
-            kept.push(def, row, &mut values, std::iter::empty());
+            let spare = &mut SpareChunks::default();
+            written.push(def, row.clone(), &mut values.clone(), std::iter::empty(), spare);
+            kept.push(def, row, &mut values, std::iter::empty(), spare);
         }
         let expected = |rows: &Rows| {
             crate::arrow_out::record_batch(def, rows, crate::arrow_out::value_columns(def, rows)).expect("builds")

@@ -1,9 +1,11 @@
 //! The JavaScript API (wasm-bindgen): thin wrappers over the core. Batches
 //! cross as bytes (`Uint8Array`), never as JS strings.
 
+use std::cell::RefCell;
+
 use wasm_bindgen::prelude::*;
 
-use crate::{Options, Schema, validate as validate_core};
+use crate::{Options, Schema, Scratch};
 
 /// A schema that failed to compile: every error with its line and column.
 #[wasm_bindgen]
@@ -38,10 +40,13 @@ impl SchemaCompileError {
     }
 }
 
-/// A compiled schema, reusable for many batches.
+/// A compiled schema, reusable for many batches. Each validates in the
+/// memory the last one left (its `Scratch`: the module's memory never
+/// shrinks, so keeping it costs nothing and spares regrowing the maps).
 #[wasm_bindgen]
 pub struct CompiledSchema {
     schema: Schema,
+    scratch: RefCell<Scratch>,
 }
 
 #[wasm_bindgen]
@@ -62,7 +67,7 @@ impl CompiledSchema {
     /// `options` is options JSON; omitted = defaults.
     pub fn validate(&self, bytes: &[u8], options: Option<String>) -> Result<String, JsError> {
         let options = parse_options(options)?;
-        Ok(validate_core(&self.schema, &options, bytes).to_json())
+        Ok(self.scratch.borrow_mut().validate(&self.schema, &options, bytes).to_json())
     }
 
     /// Like `validate`, but returns the report as a JS object (parsed inside
@@ -84,7 +89,9 @@ fn parse_options(options: Option<String>) -> Result<Options, JsError> {
 /// Compiles `.pg` source; throws a `SchemaCompileError` with line/column.
 #[wasm_bindgen(js_name = compileSchema)]
 pub fn compile_schema(source: &str) -> Result<CompiledSchema, SchemaCompileError> {
-    Schema::compile(source).map(|schema| CompiledSchema { schema }).map_err(|errors| SchemaCompileError { errors })
+    Schema::compile(source)
+        .map(|schema| CompiledSchema { schema, scratch: RefCell::default() })
+        .map_err(|errors| SchemaCompileError { errors })
 }
 
 /// One-shot: compile `schema` and validate `bytes`; returns the report JSON.

@@ -58,7 +58,56 @@ use record::Keep;
 
 /// Validates a batch and returns the report (SPEC §3).
 pub fn validate(schema: &Schema, options: &Options, batch: &[u8]) -> Report {
-    batch::run(schema, options, batch, Keep::Nothing, &Bump::new()).report
+    Scratch::default().validate(schema, options, batch)
+}
+
+/// What validating a batch allocates for its checks (each table's id,
+/// `@unique` and `@card` maps, the chunks of its rows, the arena of ids
+/// that are not the batch's own bytes), kept for the next batch. A native
+/// caller that validates batch after batch keeps one: its batches run in
+/// memory already mapped and sized, instead of growing maps afresh (and
+/// faulting their pages in) each time. It holds what the largest batch it
+/// has seen needed; drop it to give that back. Reports do not depend on
+/// it: [`Scratch::validate`] gives what [`validate`] gives, whatever
+/// batches came before.
+#[derive(Default)]
+pub struct Scratch {
+    texts: Bump,
+    recycled: checks::Recycled<'static>,
+}
+
+impl Scratch {
+    /// [`validate`], in this scratch's memory.
+    pub fn validate(&mut self, schema: &Schema, options: &Options, batch: &[u8]) -> Report {
+        self.run(schema, options, batch, Keep::Nothing, |report, _| report)
+    }
+
+    /// [`prepare`], in this scratch's memory (the record batches are new).
+    #[cfg(feature = "arrow")]
+    pub fn prepare(&mut self, schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
+        self.prepare_by(schema, options, batch, Keep::Columns, |def, rows| {
+            rows.take_columns().expect("prepared rows write their columns").into_arrays(def)
+        })
+    }
+
+    /// Runs the batch in this scratch's memory and gives `then` its report
+    /// and its rows per table; then keeps what they were in.
+    fn run<T>(
+        &mut self,
+        schema: &Schema,
+        options: &Options,
+        batch: &[u8],
+        keep: Keep,
+        then: impl FnOnce(Report, &mut [record::Rows<'_>]) -> T,
+    ) -> T {
+        self.texts.reset();
+        let recycled = std::mem::take(&mut self.recycled);
+        let batch::Outcome { report, mut tables, recycled } = batch::run(schema, options, batch, keep, &self.texts, recycled);
+        let result = then(report, &mut tables);
+        let checks::Recycled { maps, chunks } = recycled;
+        self.recycled = checks::Recycled { maps, chunks: chunks.relent().take_back(tables) };
+        result
+    }
 }
 
 /// One touched table of an accepted batch.
@@ -112,14 +161,14 @@ pub fn prepare_rows_after(
     batch: &[u8],
     head: impl FnOnce(&Report, usize) -> Vec<u8>,
 ) -> Result<(Report, Vec<u8>), Report> {
-    let texts = Bump::new();
-    let outcome = batch::run(schema, options, batch, Keep::Columns, &texts);
-    if !outcome.report.ok {
-        return Err(outcome.report);
-    }
-    let mut out = head(&outcome.report, rows::encoded_capacity(schema, &outcome.tables));
-    rows::encode_into(schema, &outcome.tables, &mut out);
-    Ok((outcome.report, out))
+    Scratch::default().run(schema, options, batch, Keep::Columns, |report, tables| {
+        if !report.ok {
+            return Err(report);
+        }
+        let mut out = head(&report, rows::encoded_capacity(schema, tables));
+        rows::encode_into(schema, tables, &mut out);
+        Ok((report, out))
+    })
 }
 
 /// Validates a batch and, if it is accepted, converts it to Arrow for the
@@ -129,9 +178,7 @@ pub fn prepare_rows_after(
 /// batch gives its report and no output.
 #[cfg(feature = "arrow")]
 pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    prepare_with(schema, options, batch, Keep::Columns, |def, rows| {
-        rows.take_columns().expect("prepared rows write their columns").into_arrays(def)
-    })
+    Scratch::default().prepare(schema, options, batch)
 }
 
 /// [`prepare`] by another road, for tests and fuzz targets to compare
@@ -141,37 +188,41 @@ pub fn prepare(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepa
 #[cfg(feature = "arrow")]
 #[doc(hidden)]
 pub fn prepare_reference(schema: &Schema, options: &Options, batch: &[u8]) -> Result<Prepared, Report> {
-    prepare_with(schema, options, batch, Keep::Values, |def, rows| arrow_out::value_columns(def, rows))
+    Scratch::default().prepare_by(schema, options, batch, Keep::Values, |def, rows| arrow_out::value_columns(def, rows))
 }
 
-/// Validates a batch keeping `keep` of its rows and, if it is accepted,
-/// makes each touched table's record batch with `properties` (its
-/// property columns).
 #[cfg(feature = "arrow")]
-fn prepare_with(
-    schema: &Schema,
-    options: &Options,
-    batch: &[u8],
-    keep: Keep,
-    properties: impl Fn(&TypeDef, &mut record::Rows<'_>) -> Vec<arrow_array::ArrayRef>,
-) -> Result<Prepared, Report> {
-    let texts = Bump::new();
-    let outcome = batch::run(schema, options, batch, keep, &texts);
-    if !outcome.report.ok {
-        return Err(outcome.report);
-    }
-    let tables = schema
-        .types
-        .iter()
-        .zip(outcome.tables)
-        .filter(|(_, rows)| !rows.is_empty())
-        .map(|(def, mut rows)| {
-            let properties = properties(def, &mut rows);
-            let batch = arrow_out::record_batch(def, &rows, properties).expect("validated rows match the table's Arrow schema");
-            PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch)
+impl Scratch {
+    /// Validates a batch keeping `keep` of its rows and, if it is accepted,
+    /// makes each touched table's record batch with `properties` (its
+    /// property columns).
+    fn prepare_by(
+        &mut self,
+        schema: &Schema,
+        options: &Options,
+        batch: &[u8],
+        keep: Keep,
+        properties: impl Fn(&TypeDef, &mut record::Rows<'_>) -> Vec<arrow_array::ArrayRef>,
+    ) -> Result<Prepared, Report> {
+        self.run(schema, options, batch, keep, |report, tables| {
+            if !report.ok {
+                return Err(report);
+            }
+            let tables = schema
+                .types
+                .iter()
+                .zip(tables)
+                .filter(|(_, rows)| !rows.is_empty())
+                .map(|(def, rows)| {
+                    let properties = properties(def, rows);
+                    let batch =
+                        arrow_out::record_batch(def, rows, properties).expect("validated rows match the table's Arrow schema");
+                    PreparedBatch::new(def, rows.iter().map(|row| row.line).collect(), batch)
+                })
+                .collect();
+            Ok(Prepared { report, tables })
         })
-        .collect();
-    Ok(Prepared { report: outcome.report, tables })
+    }
 }
 
 /// One touched table of an accepted batch as an Arrow record batch: what

@@ -45,7 +45,10 @@ pub type Parsed<'a> = Result<Option<(usize, ReadRow<'a>)>, JsonError>;
 /// Bytes of rows and values per chunk of [`Rows`]: under glibc's 128 KB
 /// mmap threshold, so a freed chunk goes back to the heap and the next
 /// batch reuses it instead of faulting fresh pages in (with chunks of
-/// 150 KB the benchmark batch validated 10 % slower).
+/// 150 KB the benchmark batch validated 10 % slower). A row's `@unique`
+/// tuples (16 bytes each) are a buffer of their own, not counted here:
+/// so every table that keeps no values has as many rows per chunk, and
+/// any table's spare chunk ([`SpareChunks`]) fits any other's rows.
 const CHUNK_BYTES: usize = 64 << 10;
 /// Rows the first chunk starts with; it doubles up to a whole chunk, so a
 /// batch of a few lines (a fresh wasm instance each) allocates little.
@@ -103,15 +106,56 @@ struct Chunk<'a> {
     tuples: Vec<Option<&'a str>>,
 }
 
+impl<'a> Chunk<'a> {
+    /// This chunk's memory, emptied, for rows that borrow for `'b`.
+    fn emptied<'b>(self) -> Chunk<'b> {
+        Chunk { rows: emptied(self.rows), values: emptied(self.values), tuples: emptied(self.tuples) }
+    }
+}
+
+/// A vector's memory, emptied, for items of another type of the same size
+/// (here: the same type borrowing for another lifetime). Collecting an
+/// empty `vec::IntoIter` through `map` reuses its buffer.
+fn emptied<T, U>(mut items: Vec<T>) -> Vec<U> {
+    items.clear();
+    items.into_iter().map(|_| unreachable!("the vector is empty")).collect()
+}
+
+/// Emptied chunks of rows, taken before any new one when a table starts a
+/// chunk: a [`crate::Scratch`] keeps a batch's chunks for the next batch.
+#[derive(Debug, Default)]
+pub struct SpareChunks<'a>(Vec<Chunk<'a>>);
+
+impl<'a> SpareChunks<'a> {
+    /// Takes `rows`' chunks back, emptied, for rows that borrow for `'b`.
+    pub fn take_back<'b>(self, rows: impl IntoIterator<Item = Rows<'b>>) -> SpareChunks<'a> {
+        let mut spare = self.0;
+        spare.extend(rows.into_iter().flat_map(|rows| rows.chunks).map(Chunk::emptied));
+        SpareChunks(spare)
+    }
+
+    /// The same chunks, for rows that borrow for `'b`.
+    pub fn relent<'b>(self) -> SpareChunks<'b> {
+        SpareChunks(emptied(self.0))
+    }
+
+    /// A chunk for `rows` rows of `tuple_width` tuples each: a spare one,
+    /// if any, else a new one.
+    fn take(&mut self, rows: usize, tuple_width: usize) -> Chunk<'a> {
+        let mut chunk = self.0.pop().unwrap_or(Chunk { rows: Vec::new(), values: Vec::new(), tuples: Vec::new() });
+        chunk.rows.reserve_exact(rows);
+        chunk.tuples.reserve_exact(chunk.rows.capacity() * tuple_width);
+        chunk
+    }
+}
+
 impl<'a> Rows<'a> {
     /// Rows of table `def` (its `@unique` tuples kept too), keeping `keep`
     /// of their values.
     pub fn new(def: &TypeDef, keep: Keep) -> Self {
         let (width, tuple_width) = (def.props.len(), def.uniques.len());
         let chunk_values = if matches!(keep, Keep::Nothing | Keep::Columns) { 0 } else { width };
-        let row_bytes = std::mem::size_of::<Row>()
-            + chunk_values * std::mem::size_of::<Val>()
-            + tuple_width * std::mem::size_of::<Option<&str>>();
+        let row_bytes = std::mem::size_of::<Row>() + chunk_values * std::mem::size_of::<Val>();
         let columns = (keep == Keep::Columns).then(|| Columns::new(def));
         Rows { keep, width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0, columns }
     }
@@ -138,22 +182,23 @@ impl<'a> Rows<'a> {
     /// Appends a row of `def` (this table's type), what the rows keep of its
     /// `values` (taken from the buffer only when kept whole; otherwise left
     /// there for the next record to overwrite) and its `@unique` tuples
-    /// (`tuple_width` of them).
+    /// (`tuple_width` of them); a new chunk comes from `spare` first.
     pub fn push(
         &mut self,
         def: &TypeDef,
         row: Row<'a>,
         values: &mut Vec<Val<'a>>,
         tuples: impl ExactSizeIterator<Item = Option<&'a str>>,
+        spare: &mut SpareChunks<'a>,
     ) {
         match self.keep {
-            Keep::Nothing => self.push_row(row, std::iter::empty(), tuples),
+            Keep::Nothing => self.push_row(row, std::iter::empty(), tuples, spare),
             Keep::Columns => {
                 self.columns.as_mut().expect("rows that write columns have them").push(def, values);
-                self.push_row(row, std::iter::empty(), tuples);
+                self.push_row(row, std::iter::empty(), tuples, spare);
             }
             #[cfg(feature = "arrow")]
-            Keep::Values => self.push_row(row, values.drain(..), tuples),
+            Keep::Values => self.push_row(row, values.drain(..), tuples, spare),
         }
     }
 
@@ -164,6 +209,7 @@ impl<'a> Rows<'a> {
         row: Row<'a>,
         values: impl ExactSizeIterator<Item = Val<'a>>,
         tuples: impl ExactSizeIterator<Item = Option<&'a str>>,
+        spare: &mut SpareChunks<'a>,
     ) {
         debug_assert!(values.len() == self.width || values.len() == 0, "a row has every value or none");
         debug_assert!(tuples.len() == self.tuple_width, "a row has every tuple");
@@ -173,8 +219,7 @@ impl<'a> Rows<'a> {
             Some(chunk) if chunk.rows.len() < per_chunk => chunk,
             _ => {
                 let rows = if first { FIRST_CHUNK_ROWS.min(per_chunk) } else { per_chunk };
-                let tuples = Vec::with_capacity(rows * self.tuple_width);
-                self.chunks.push(Chunk { rows: Vec::with_capacity(rows), values: Vec::new(), tuples });
+                self.chunks.push(spare.take(rows, self.tuple_width));
                 self.chunks.last_mut().expect("just pushed")
             }
         };
@@ -228,13 +273,14 @@ impl<'a> Rows<'a> {
         }
         let mut kept = Rows { columns: self.columns.take(), ..Rows::new(def, self.keep) };
         let mut flags = flags.iter();
+        let spare = &mut SpareChunks::default();
         for chunk in std::mem::take(&mut self.chunks) {
             let (mut values, mut tuples) = (chunk.values.into_iter(), chunk.tuples.into_iter());
             for row in chunk.rows {
                 let row_values: Vec<Val<'a>> = values.by_ref().take(self.width).collect();
                 let row_tuples: Vec<Option<&'a str>> = tuples.by_ref().take(self.tuple_width).collect();
                 if !*flags.next().expect("one flag per row") {
-                    kept.push_row(row, row_values.into_iter(), row_tuples.into_iter());
+                    kept.push_row(row, row_values.into_iter(), row_tuples.into_iter(), spare);
                 }
             }
         }
@@ -840,7 +886,7 @@ mod tests {
         let texts: Vec<String> = (0..n).map(|line| line.to_string()).collect();
         let tuple = |line: u64| [Some(texts[line as usize].as_str())];
         for line in 0..n {
-            rows.push(def, row(line), &mut values(line).to_vec(), tuple(line).into_iter());
+            rows.push(def, row(line), &mut values(line).to_vec(), tuple(line).into_iter(), &mut SpareChunks::default());
         }
         assert_eq!(rows.len() as u64, n);
         assert!((0..n).all(|i| rows[i as usize].line == i));
@@ -856,6 +902,49 @@ mod tests {
         assert!(rows.with_tuples().all(|(row, t)| t == tuple(row.line)));
     }
 
+    /// Rows written into the chunks another table's rows left (of another
+    /// width, across several chunks) are the rows written into new ones,
+    /// and the chunks' memory is reused, not reallocated.
+    #[test]
+    #[cfg(feature = "arrow")]
+    fn rows_in_spare_chunks_are_the_rows_in_new_ones() {
+        let wide = Schema::compile("node W { a: U64 @unique  b: I64 @unique  c: String @unique }").expect("compiles");
+        let schema = table();
+        let def = &schema.types[0];
+        let texts: Vec<String> = (0..3000).map(|line| line.to_string()).collect();
+        fn fill<'t>(def: &TypeDef, texts: &'t [String], rows: &mut Rows<'t>, n: u64, spare: &mut SpareChunks<'t>) {
+            for line in 0..n {
+                let tuple = [Some(texts[line as usize].as_str())];
+                rows.push(def, row(line), &mut vec![Val::UInt(line), Val::Null], tuple.into_iter(), spare);
+            }
+        }
+        let mut left = Rows::new(&wide.types[0], Keep::Nothing);
+        let n = left.per_chunk as u64 * 2 + 5;
+        let mut spare = SpareChunks::default();
+        for line in 0..n {
+            let tuples = [Some(texts[line as usize].as_str()); 3];
+            left.push(&wide.types[0], row(line), &mut Vec::new(), tuples.into_iter(), &mut spare);
+        }
+        let buffers: Vec<usize> = left.chunks.iter().map(|chunk| chunk.rows.as_ptr() as usize).collect();
+        let mut spare: SpareChunks<'_> = SpareChunks::default().take_back([left]);
+        assert_eq!(spare.0.len(), 3);
+        for keep in [Keep::Values, Keep::Nothing] {
+            let (mut reused, mut new) = (Rows::new(def, keep), Rows::new(def, keep));
+            let n = reused.per_chunk as u64 * 3 + 7;
+            fill(def, &texts, &mut reused, n, &mut spare);
+            fill(def, &texts, &mut new, n, &mut SpareChunks::default());
+            assert!(reused.iter().eq(new.iter()));
+            assert!(reused.with_tuples().eq(new.with_tuples()));
+            if keep == Keep::Values {
+                assert!(reused.with_values().eq(new.with_values()));
+            }
+            assert!((0..n as usize).all(|i| reused[i] == new[i]));
+            spare = spare.take_back([reused]);
+        }
+        let now: Vec<usize> = spare.0.iter().map(|chunk| chunk.rows.as_ptr() as usize).collect();
+        assert!(buffers.iter().all(|b| now.contains(b)), "the first rows' chunks are still in use");
+    }
+
     #[test]
     fn rows_validated_or_written_as_columns_keep_no_values() {
         let schema = table();
@@ -865,7 +954,7 @@ mod tests {
             let n = rows.per_chunk + 1;
             let mut values = vec![Val::UInt(1), Val::Null];
             for line in 0..n as u64 {
-                rows.push(def, row(line), &mut values, [None].into_iter());
+                rows.push(def, row(line), &mut values, [None].into_iter(), &mut SpareChunks::default());
                 assert_eq!(values.len(), 2, "values not kept whole stay for the next record");
             }
             assert_eq!(rows.chunks.len(), 2);

@@ -14,6 +14,9 @@ use crate::words::{half, same_bytes, word};
 /// Longest probe sequence tolerated before falling back to the ordered map.
 const MAX_PROBE: usize = 64;
 const MIN_CAPACITY: usize = 16;
+/// [`StrMap::clear`] empties slot by slot, not the whole table, when fewer
+/// than one slot in this many holds a key.
+const SPARSE_CLEAR: usize = 8;
 /// Most key bytes the open-addressed table holds: its offsets are `u32`.
 const MAX_ARENA_BYTES: usize = u32::MAX as usize;
 /// Most keys [`StrMap::contains_each`] looks up, or [`KeyGroup`] holds, at once.
@@ -99,6 +102,12 @@ enum Probe {
     TooLong,
 }
 
+impl<V> Default for StrMap<V> {
+    fn default() -> Self {
+        StrMap::with_capacity(0)
+    }
+}
+
 impl<V> StrMap<V> {
     pub fn with_capacity(n: usize) -> Self {
         let slots = (n * 2).next_power_of_two().max(MIN_CAPACITY);
@@ -149,6 +158,30 @@ impl<V> StrMap<V> {
                 })
                 .collect(),
         );
+    }
+
+    /// Empties the map and keeps its memory for the next batch's keys (a
+    /// [`crate::Scratch`] keeps its maps between batches). A table sparse
+    /// for its keys (a small batch after a large one) has only its used
+    /// slots emptied, so clearing costs what the last batch put in, not
+    /// what the largest one did.
+    pub fn clear(&mut self) {
+        if self.ordered.take().is_some() || self.slots.is_empty() {
+            self.slots = vec![EMPTY; MIN_CAPACITY];
+        } else if self.entries.len() * SPARSE_CLEAR < self.slots.len() {
+            let mask = self.slots.len() - 1;
+            for (i, e) in self.entries.iter().enumerate() {
+                let mut slot = e.hash as usize & mask;
+                while self.slots[slot].entry != i as u32 + 1 {
+                    slot = (slot + 1) & mask;
+                }
+                self.slots[slot] = EMPTY;
+            }
+        } else {
+            self.slots.fill(EMPTY);
+        }
+        self.entries.clear();
+        self.arena.clear();
     }
 
     fn grow(&mut self) {
@@ -403,6 +436,40 @@ mod tests {
         for key in &keys {
             assert_eq!(grouped.get(key), single.get(key));
         }
+    }
+
+    /// A map cleared after holding many keys, few, or the ordered map's,
+    /// answers each next set of keys as a new map does.
+    #[test]
+    fn a_cleared_map_answers_as_a_new_one() {
+        let mask = (MIN_CAPACITY * 64 - 1) as u64;
+        let colliding: Vec<String> =
+            (0..100_000).map(|i| format!("k{i}")).filter(|k| hash(k.as_bytes()) & mask == 0).take(80).collect();
+        let many: Vec<String> = (0..5000).map(|i| format!("id-{}", i % 3000)).collect();
+        let few: Vec<String> = (0..40).map(|i| format!("id-{}", i % 30 + 2990)).collect();
+        // The colliding keys (the ordered map, then cleared), few, many (a
+        // dense clear next), many, few (a sparse clear before them), the
+        // same few again (in the slots they held), many.
+        let sets = [&colliding, &few, &many, &many, &few, &few, &many];
+        let mut reused = StrMap::with_capacity(0);
+        let (mut cleared_ordered, mut cleared_dense, mut cleared_sparse) = (false, false, false);
+        for keys in sets {
+            let sparse = reused.entries.len() * SPARSE_CLEAR < reused.slots.len();
+            cleared_ordered |= reused.ordered.is_some();
+            cleared_dense |= !reused.entries.is_empty() && !sparse;
+            cleared_sparse |= !reused.entries.is_empty() && sparse;
+            reused.clear();
+            let mut new = StrMap::with_capacity(0);
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(reused.insert_new(k, i).copied(), new.insert_new(k, i).copied(), "{k:?}");
+            }
+            for k in keys.iter().chain(&many).chain(&colliding) {
+                assert_eq!(reused.get(k), new.get(k), "{k:?}");
+            }
+            // What it holds is this set's keys only, whatever came before.
+            assert_eq!((reused.entries.len(), reused.arena.len()), (new.entries.len(), new.arena.len()));
+        }
+        assert!(cleared_ordered && cleared_dense && cleared_sparse, "every kind of clear ran");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use omnigraph_validate_wasm::{Mode, Options, Schema, validate};
+use omnigraph_validate_wasm::{Mode, Options, Report, Schema, Scratch, validate};
 
 const SCHEMA: &str = "node Person { name: String @key  email: String? @unique }
 edge Knows: Person -> Person @card(0..3)";
@@ -166,6 +166,47 @@ fn model(records: &[Record], mode: Mode) -> Expected {
     }
 }
 
+fn options(mode: Mode) -> Options {
+    Options {
+        mode,
+        max_errors: 100_000,
+        ..Options::default()
+    }
+}
+
+/// Asserts that `report` is what the model gives for `records` in `mode`.
+fn assert_model(report: &Report, records: &[Record], mode: Mode) {
+    let expected = model(records, mode);
+    let what = format!("{} records, {mode:?}", records.len());
+    let mut errors: Vec<(u64, &str)> = report
+        .errors
+        .iter()
+        .map(|e| (e.line, e.code.as_str()))
+        .collect();
+    errors.sort();
+    assert_eq!(errors, expected.errors, "{what}");
+    assert_eq!(report.error_count, expected.errors.len() as u64, "{what}");
+    assert_eq!(report.stats.folded, expected.folded, "{what}");
+    let rows: Vec<u64> = report.stats.tables.iter().map(|t| t.rows).collect();
+    assert_eq!(rows, expected.rows, "{what}");
+    let external: Vec<(u64, &str, String)> = report
+        .external_refs
+        .iter()
+        .map(|r| {
+            (
+                r.line,
+                if r.end == omnigraph_validate_wasm::End::From {
+                    "from"
+                } else {
+                    "to"
+                },
+                r.id.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(external, expected.external, "{what}");
+}
+
 #[test]
 fn batch_checks_over_many_groups_give_the_record_by_record_answer() {
     let schema = Schema::compile(SCHEMA).unwrap();
@@ -173,41 +214,8 @@ fn batch_checks_over_many_groups_give_the_record_by_record_answer() {
         let records = batch(records);
         let input = ndjson(&records);
         for mode in [Mode::Merge, Mode::Append, Mode::Overwrite] {
-            let options = Options {
-                mode,
-                max_errors: 100_000,
-                ..Options::default()
-            };
-            let report = validate(&schema, &options, &input);
-            let expected = model(&records, mode);
-            let what = format!("{} records, {mode:?}", records.len());
-            let mut errors: Vec<(u64, &str)> = report
-                .errors
-                .iter()
-                .map(|e| (e.line, e.code.as_str()))
-                .collect();
-            errors.sort();
-            assert_eq!(errors, expected.errors, "{what}");
-            assert_eq!(report.error_count, expected.errors.len() as u64, "{what}");
-            assert_eq!(report.stats.folded, expected.folded, "{what}");
-            let rows: Vec<u64> = report.stats.tables.iter().map(|t| t.rows).collect();
-            assert_eq!(rows, expected.rows, "{what}");
-            let external: Vec<(u64, &str, String)> = report
-                .external_refs
-                .iter()
-                .map(|r| {
-                    (
-                        r.line,
-                        if r.end == omnigraph_validate_wasm::End::From {
-                            "from"
-                        } else {
-                            "to"
-                        },
-                        r.id.clone(),
-                    )
-                })
-                .collect();
-            assert_eq!(external, expected.external, "{what}");
+            let report = validate(&schema, &options(mode), &input);
+            assert_model(&report, &records, mode);
         }
     }
     // The model is not vacuous: the largest batch has every kind of finding.
@@ -226,4 +234,20 @@ fn batch_checks_over_many_groups_give_the_record_by_record_answer() {
             .iter()
             .any(|e| e.1 == "dangling_endpoint")
     );
+}
+
+/// One scratch through batches large and small, in every mode: each batch
+/// gets the record-by-record answer, whatever the maps held before.
+#[test]
+fn a_scratch_kept_between_batches_gives_each_its_own_answer() {
+    let schema = Schema::compile(SCHEMA).unwrap();
+    let mut scratch = Scratch::default();
+    for records in [1000, 10, 1000, 1000, 33, 31, 97, 10, 10] {
+        let records = batch(records);
+        let input = ndjson(&records);
+        for mode in [Mode::Append, Mode::Merge, Mode::Overwrite] {
+            let report = scratch.validate(&schema, &options(mode), &input);
+            assert_model(&report, &records, mode);
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use omnigraph_validate_wasm::limits::MAX_ECHO_CHARS;
-use omnigraph_validate_wasm::{ErrorCode, Options, Schema, prepare, validate};
+use omnigraph_validate_wasm::{ErrorCode, Options, Schema, Scratch, prepare, validate};
 
 /// The workspace root, from the directory cargo gives the running test (not
 /// the one compiled in: a target dir shared between checkouts may keep a
@@ -101,6 +101,25 @@ fn corpus_reports_match_byte_for_byte() {
         println!("{blessed} case(s) blessed");
     }
     assert!(failures.is_empty(), "{} case(s) differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// One scratch through the whole corpus, forwards then backwards (each
+/// case's schema after another's, small batches after larger ones): every
+/// case gets the report and the prepared tables it gets alone.
+#[test]
+fn one_scratch_through_the_corpus_gives_each_case_its_own_answer() {
+    let mut scratch = Scratch::default();
+    let dirs = cases();
+    for dir in dirs.iter().chain(dirs.iter().rev()) {
+        let source = fs::read_to_string(dir.join("schema.pg")).expect("schema.pg");
+        let schema = Schema::compile(&source).unwrap_or_else(|e| panic!("{}: schema: {e}", dir.display()));
+        let options = Options::from_json(&fs::read(dir.join("options.json")).expect("options.json"))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let input = fs::read(dir.join("input.ndjson")).expect("input.ndjson");
+        let alone = validate(&schema, &options, &input);
+        assert_eq!(scratch.validate(&schema, &options, &input).to_json(), alone.to_json(), "{}", dir.display());
+        assert_eq!(scratch.prepare(&schema, &options, &input), prepare(&schema, &options, &input), "{}: prepare", dir.display());
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
 /* @ts-self-types="./validate.d.ts" */
 
 /**
- * A compiled schema, reusable for many batches.
+ * A compiled schema, reusable for many batches. Each validates in the
+ * memory the last one left (its `Scratch`: the module's memory never
+ * shrinks, so keeping it costs nothing and spares regrowing the maps).
  */
 export class CompiledSchema {
     static __wrap(ptr) {
