@@ -32,12 +32,17 @@ fn cases() -> Vec<PathBuf> {
     dirs
 }
 
-fn run_case(dir: &Path) -> String {
+/// A case's schema, options and input.
+fn read_case(dir: &Path) -> (Schema, Options, Vec<u8>) {
     let source = fs::read_to_string(dir.join("schema.pg")).expect("schema.pg");
     let schema = Schema::compile(&source).unwrap_or_else(|e| panic!("{}: schema: {e}", dir.display()));
     let options = Options::from_json(&fs::read(dir.join("options.json")).expect("options.json"))
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let input = fs::read(dir.join("input.ndjson")).expect("input.ndjson");
+    (schema, options, fs::read(dir.join("input.ndjson")).expect("input.ndjson"))
+}
+
+fn run_case(dir: &Path) -> String {
+    let (schema, options, input) = read_case(dir);
     let report = validate(&schema, &options, &input);
     // The schema read back from its compiled form (what hosts keep between
     // batches) must give the very same report.
@@ -111,11 +116,7 @@ fn one_scratch_through_the_corpus_gives_each_case_its_own_answer() {
     let mut scratch = Scratch::default();
     let dirs = cases();
     for dir in dirs.iter().chain(dirs.iter().rev()) {
-        let source = fs::read_to_string(dir.join("schema.pg")).expect("schema.pg");
-        let schema = Schema::compile(&source).unwrap_or_else(|e| panic!("{}: schema: {e}", dir.display()));
-        let options = Options::from_json(&fs::read(dir.join("options.json")).expect("options.json"))
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let input = fs::read(dir.join("input.ndjson")).expect("input.ndjson");
+        let (schema, options, input) = read_case(dir);
         let alone = validate(&schema, &options, &input);
         assert_eq!(scratch.validate(&schema, &options, &input).to_json(), alone.to_json(), "{}", dir.display());
         assert_eq!(scratch.prepare(&schema, &options, &input), prepare(&schema, &options, &input), "{}: prepare", dir.display());
