@@ -168,7 +168,8 @@ pub fn accept<'a>(
     keep_values: bool,
     values: &mut Vec<Val<'a>>,
 ) -> Option<Taken<'a>> {
-    let mut sc = Scan { b: rest, p: 0, structure: 0, depth: 0, deepest: 0, keep_values, data_bytes: 0 };
+    let max_depth = u64::from(limits.max_json_depth);
+    let mut sc = Scan { b: rest, p: 0, max_depth, structure: 0, data_bytes: 0, depth: 0, keep_values };
     sc.open(b'{')?;
     let (mut node_type, mut edge) = (None, None);
     let (mut id, mut from, mut to) = (None, None, None);
@@ -206,10 +207,7 @@ pub fn accept<'a>(
     }
     sc.ws();
     let line_end = sc.p;
-    if !matches!(rest.get(line_end), None | Some(b'\n'))
-        || sc.structure > limits.max_json_structure
-        || sc.deepest > u64::from(limits.max_json_depth)
-    {
+    if !matches!(rest.get(line_end), None | Some(b'\n')) || sc.structure > limits.max_json_structure {
         return None;
     }
     let (t, kind) = match (node_type, edge) {
@@ -275,16 +273,24 @@ const ENVELOPE_WORDS: [(u64, u64, usize, u8); 6] = {
 /// counts structural characters and depth exactly as `json::Cursor` does.
 /// It never passes a line end: strings stop at control characters, and
 /// `\n` is not whitespace to it.
+///
+/// In this order (`repr(C)`), no two counters that one step updates are
+/// neighbours: with `structure` next to `depth`, LLVM added 1 to both in
+/// one 16-byte load and store, and that load, spanning two 8-byte stores
+/// just made, waited for them to reach the cache (a failed store-to-load
+/// forward, 14 % of `accept`'s samples; docs/performance.md).
+#[repr(C)]
 struct Scan<'a> {
     b: &'a [u8],
     p: usize,
+    /// The depth limit: deeper, the line is the explainer's.
+    max_depth: u64,
     structure: u64,
-    depth: u64,
-    deepest: u64,
-    /// Build blobs, vectors and lists (else only measure them).
-    keep_values: bool,
     /// The Arrow data bytes of the values read (`rows::data_bytes`).
     data_bytes: u64,
+    depth: u64,
+    /// Build blobs, vectors and lists (else only measure them).
+    keep_values: bool,
 }
 
 /// `bytes` as text: the caller has seen that every one of them is ASCII.
@@ -330,13 +336,14 @@ impl<'a> Scan<'a> {
         self.p += 1;
     }
 
+    /// Opens a container; `None` past the depth limit (checked here, where
+    /// the depth grows, not by keeping the deepest depth for the end).
     #[inline]
     fn open(&mut self, c: u8) -> Option<()> {
         (self.peek()? == c).then_some(())?;
         self.structural();
         self.depth += 1;
-        self.deepest = self.deepest.max(self.depth);
-        Some(())
+        (self.depth <= self.max_depth).then_some(())
     }
 
     #[inline]
@@ -513,17 +520,25 @@ impl<'a> Scan<'a> {
                 }
                 present |= 1 << i;
                 let prop = &def.props[i];
-                let v = match buffered & 1 << i {
-                    0 => self.value(&prop.ty)?,
-                    _ => self.refill(&prop.ty, std::mem::replace(&mut values[i], Val::Null))?,
-                };
-                if v == Val::Null {
+                // Decoded into its slot, not returned: a `Val` returned
+                // through memory and moved was copied in pieces that
+                // straddled the stores that wrote it, each copy waiting for
+                // them to reach the cache (docs/performance.md).
+                let slot = &mut values[i];
+                match buffered & 1 << i {
+                    0 => {
+                        release(slot);
+                        self.value(&prop.ty, slot)?;
+                    }
+                    _ => self.refill(&prop.ty, slot)?,
+                }
+                let v = &values[i];
+                if matches!(v, Val::Null) {
                     prop.nullable.then_some(())?;
-                } else if plan.ruled[i] && !meets_constraints(def, i, &v) {
+                } else if plan.ruled[i] && !meets_constraints(def, i, v) {
                     return None;
                 }
-                self.data_bytes += data_bytes(&prop.ty, &v);
-                overwrite(&mut values[i], v);
+                self.data_bytes += data_bytes(&prop.ty, v);
                 if !self.after_member()? {
                     break;
                 }
@@ -532,30 +547,35 @@ impl<'a> Scan<'a> {
         (plan.required & !present == 0).then_some(())?;
         let mut absent = !present & plan.all;
         while absent != 0 {
-            overwrite(&mut values[absent.trailing_zeros() as usize], Val::Null);
+            let slot = &mut values[absent.trailing_zeros() as usize];
+            release(slot);
+            put(slot, Val::Null);
             absent &= absent - 1;
         }
         Some(())
     }
 
-    fn value(&mut self, ty: &ValueType) -> Option<Val<'a>> {
+    /// A value of type `ty` or null, into `out` (which owns no memory).
+    fn value(&mut self, ty: &ValueType, out: &mut Val<'a>) -> Option<()> {
         if self.peek()? == b'n' {
             self.literal(b"null")?;
-            return Some(Val::Null);
+            put(out, Val::Null);
+            return Some(());
         }
-        self.present(ty)
+        self.present(ty, out)
     }
 
     /// [`Scan::value`] of a blob, vector or list kept whole, written into
-    /// `spare`'s buffer when it has one of the type: the same property's
-    /// value in the last record of its table, which `Columns` has copied.
-    /// So preparing allocates once per such property, not once per value.
-    fn refill(&mut self, ty: &ValueType, spare: Val<'a>) -> Option<Val<'a>> {
+    /// the buffer that `slot` holds when it has one of the type: the same
+    /// property's value in the last record of its table, which `Columns`
+    /// has copied. So preparing allocates once per such property, not once
+    /// per value.
+    fn refill(&mut self, ty: &ValueType, slot: &mut Val<'a>) -> Option<()> {
+        let spare = std::mem::replace(slot, Val::Null);
         if self.peek()? == b'n' {
-            self.literal(b"null")?;
-            return Some(Val::Null);
+            return self.literal(b"null");
         }
-        Some(match (ty, spare) {
+        let v = match (ty, spare) {
             (ValueType::Blob, Val::Blob(mut bytes)) => {
                 bytes.clear();
                 decode_base64_into(self.string()?.strip_prefix("base64:")?, &mut bytes).ok()?;
@@ -569,8 +589,10 @@ impl<'a> Scan<'a> {
                 items.clear();
                 Val::List(self.list(item, items)?)
             }
-            (ty, _) => self.present(ty)?,
-        })
+            (ty, _) => return self.present(ty, slot),
+        };
+        put(slot, v);
+        Some(())
     }
 
     /// A vector's `n` items appended to `out`, read straight as F32. Out of
@@ -578,26 +600,27 @@ impl<'a> Scan<'a> {
     /// grow `present`, which validating calls for every value.
     #[inline(never)]
     fn vector(&mut self, n: u32, mut out: Vec<f32>) -> Option<Vec<f32>> {
-        self.items(Self::f32, |v| {
-            out.push(v);
+        self.items(|sc| {
+            out.push(sc.f32()?);
             Some(())
         })?;
         (out.len() == n as usize).then_some(out)
     }
 
-    /// A list's items appended to `out`, whole.
+    /// A list's items appended to `out`, whole, each decoded in its place.
     #[inline(never)]
     fn list(&mut self, item: &ValueType, mut out: Vec<Val<'a>>) -> Option<Vec<Val<'a>>> {
-        self.items(|sc| sc.present(item), |v| {
-            out.push(v);
-            Some(())
+        self.items(|sc| {
+            out.push(Val::Null);
+            sc.present(item, out.last_mut().expect("just pushed"))
         })?;
         Some(out)
     }
 
-    /// A value that is not null, as `value::decode_present` decodes it.
-    fn present(&mut self, ty: &ValueType) -> Option<Val<'a>> {
-        Some(match ty {
+    /// A value that is not null, as `value::decode_present` decodes it,
+    /// into `out` (which owns no memory).
+    fn present(&mut self, ty: &ValueType, out: &mut Val<'a>) -> Option<()> {
+        put(out, match ty {
             ValueType::String => Val::Str(Cow::Borrowed(self.string()?)),
             ValueType::Enum(allowed) => {
                 let s = self.string()?;
@@ -636,7 +659,8 @@ impl<'a> Scan<'a> {
             ValueType::Vector(n) => {
                 let mut count = 0;
                 // Items read straight as F32, not through `present`.
-                self.items(Self::f32, |_| {
+                self.items(|sc| {
+                    sc.f32()?;
                     count += 1;
                     Some(())
                 })?;
@@ -646,14 +670,16 @@ impl<'a> Scan<'a> {
             }
             ValueType::List(item) if self.keep_values => Val::List(self.list(item, Vec::new())?),
             ValueType::List(item) => {
-                let mut bytes = 0;
-                self.items(|sc| sc.present(item), |v| {
+                let (mut bytes, mut v) = (0, Val::Null);
+                self.items(|sc| {
+                    sc.present(item, &mut v)?;
                     bytes += value_bytes(item, &v);
                     Some(())
                 })?;
                 Val::Sized(bytes)
             }
-        })
+        });
+        Some(())
     }
 
     /// An F32 value, as `value::float` decodes it.
@@ -668,12 +694,12 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// A JSON array of items that `read` reads, each given to `each` in order.
-    fn items<T>(&mut self, mut read: impl FnMut(&mut Self) -> Option<T>, mut each: impl FnMut(T) -> Option<()>) -> Option<()> {
+    /// A JSON array whose items `item` reads, in order.
+    fn items(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.open(b'[')?;
         if !self.empty(b']') {
             loop {
-                each(read(self)?)?;
+                item(self)?;
                 if !self.after(b']')? {
                     break;
                 }
@@ -683,16 +709,23 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Puts `v` in a row's value slot, which holds the last line's value: its
-/// drop glue is called only when it owns memory (whole values, kept when
-/// preparing). Assigning calls it for every value, a function call each in
-/// the artifact (an epoch check and a prologue in wasmtime's code).
+/// Empties a row's value slot, which holds the last line's value, when
+/// that owns memory (whole values, kept when preparing), so that [`put`]
+/// may write over it. Only then is the drop glue called: assigning calls it
+/// for every value, a function call each in the artifact (an epoch check
+/// and a prologue in wasmtime's code).
 #[inline]
-fn overwrite<'a>(slot: &mut Val<'a>, v: Val<'a>) {
-    match std::mem::replace(slot, v) {
-        old @ (Val::Str(Cow::Owned(_)) | Val::Blob(_) | Val::Vector(_) | Val::List(_)) => drop(old),
+fn release(slot: &mut Val<'_>) {
+    if owns_memory(slot) {
+        *slot = Val::Null;
+    }
+}
+
+fn owns_memory(v: &Val<'_>) -> bool {
+    match v {
+        Val::Str(Cow::Owned(_)) | Val::Blob(_) | Val::Vector(_) | Val::List(_) => true,
         // Every variant is named, so a new one must be sorted into an arm.
-        old @ (Val::Null
+        Val::Null
         | Val::Bool(_)
         | Val::Int(_)
         | Val::UInt(_)
@@ -701,8 +734,17 @@ fn overwrite<'a>(slot: &mut Val<'a>, v: Val<'a>) {
         | Val::Str(Cow::Borrowed(_))
         | Val::Date(_)
         | Val::Timestamp(_)
-        | Val::Sized(_)) => std::mem::forget(old),
+        | Val::Sized(_) => false,
     }
+}
+
+/// Writes `v` over `slot`, which owns no memory ([`release`]d), without
+/// its drop glue.
+#[inline(always)]
+fn put<'a>(slot: &mut Val<'a>, v: Val<'a>) {
+    let old = std::mem::replace(slot, v);
+    debug_assert!(!owns_memory(&old), "a slot is released before it is written");
+    std::mem::forget(old);
 }
 
 /// An integer of at most 19 digits in the range of `ty` (an integer type),
