@@ -523,10 +523,6 @@ fn engine_config(config: &RunnerConfig) -> Config {
         .memory_reservation(WASM_MEMORY_RESERVATION)
         .memory_guard_size(WASM_MEMORY_GUARD)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config(config)));
-    #[cfg(feature = "wasm-profiling")]
-    if std::env::var_os("OMNIGRAPH_WASM_PERFMAP").is_some() {
-        wasm_config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    }
     wasm_config
 }
 
