@@ -6,7 +6,8 @@
 //! prints their size. With `--time N` it validates N times and prints only
 //! the median and fastest time (the native side of web/bench's paired
 //! ratios: a run of this between a JS runtime's calls); with `--time N
-//! --scratch`, through one kept `Scratch` (as a native service validates).
+//! --scratch`, through one kept `Scratch` (as a native service validates),
+//! and with `--time N --scratch --prepare`, `Scratch::prepare` likewise.
 
 fn main() {
     let mut args: Vec<String> = std::env::args().collect();
@@ -26,7 +27,7 @@ fn main() {
         None => None,
     };
     if args.len() < 3 {
-        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows | --time N [--scratch]]");
+        eprintln!("usage: validate SCHEMA.pg BATCH.ndjson [OPTIONS.json] [--prepare | --rows | --time N [--scratch [--prepare]]]");
         std::process::exit(2);
     }
     let source = std::fs::read_to_string(&args[1]).expect("read schema");
@@ -47,7 +48,9 @@ fn main() {
         let mut ms: Vec<f64> = (0..n)
             .map(|_| {
                 let start = std::time::Instant::now();
-                if kept_scratch {
+                if kept_scratch && prepare {
+                    drop(std::hint::black_box(scratch.prepare(&schema, &options, &batch)));
+                } else if kept_scratch {
                     std::hint::black_box(scratch.validate(&schema, &options, &batch));
                 } else {
                     std::hint::black_box(omnigraph_validate_wasm::validate(&schema, &options, &batch));
@@ -56,7 +59,8 @@ fn main() {
             })
             .collect();
         ms.sort_by(f64::total_cmp);
-        println!("native validate: median {:.1} ms, fastest {:.1} ms, of {n}", ms[n / 2], ms[0]);
+        let pass = if kept_scratch && prepare { "prepare" } else { "validate" };
+        println!("native {pass}: median {:.1} ms, fastest {:.1} ms, of {n}", ms[n / 2], ms[0]);
         return;
     }
     let report = if rows {
