@@ -7,6 +7,7 @@ use crate::json::{Cursor, JsonError, Kind, NumLit};
 use crate::limits::{MAX_YEAR, MIN_YEAR};
 use crate::report::{ErrorCode, echo};
 use crate::schema::ValueType;
+use crate::words::{digit_bytes, digit_run, word};
 
 /// A decoded property value. Strings borrow from the batch when they can.
 #[derive(Debug, Clone, PartialEq)]
@@ -433,16 +434,27 @@ pub(crate) fn timestamp_from_millis<'a>(n: NumLit<'_>, pos: usize) -> Result<Val
     Ok(Val::Timestamp(us))
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
+/// Days since 1970-01-01 of a proleptic Gregorian date of the years
+/// [`MIN_YEAR`]..=[`MAX_YEAR`], in unsigned arithmetic with one division
+/// by 100 (Neri and Schneider's method): a year counted from March, so
+/// February's leap day ends it, and shifted by 400 years, so the year
+/// before year 0's March is not negative.
+#[inline]
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    i64::from(days_since_shifted_epoch(y as u32, m, d)) - i64::from(UNIX_EPOCH_SHIFTED)
 }
+
+const fn days_since_shifted_epoch(y: u32, m: u32, d: u32) -> u32 {
+    let january_or_february = (m <= 2) as u32;
+    let year = y + 400 - january_or_february;
+    let month = m + 12 * january_or_february;
+    let century = year / 100;
+    let days_before_year = 1461 * year / 4 - century + century / 4;
+    let days_before_month = (979 * month - 2919) / 32;
+    days_before_year + days_before_month + d - 1
+}
+
+const UNIX_EPOCH_SHIFTED: u32 = days_since_shifted_epoch(1970, 1, 1);
 
 /// (year, month, day) of days since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -472,14 +484,51 @@ fn digits(s: &[u8], at: usize, n: usize) -> Option<u32> {
     part.iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u32))
 }
 
+/// The bytes of `w` as their digits' values (`b'7'` → 7), or none if one
+/// is not an ASCII digit.
+#[inline]
+fn digit_values(w: u64) -> Option<u64> {
+    let (x, non_digits) = digit_bytes(w);
+    (non_digits == 0).then_some(x)
+}
+
+/// Byte `i` of `x`.
+#[inline]
+fn byte(x: u64, i: u32) -> u32 {
+    (x >> (8 * i)) as u32 & 0xff
+}
+
+/// The year, month and day of the `YYYY-MM-DD` that `s` starts with: its
+/// first 8 bytes read as one word, the day's two digits put in place of
+/// the dashes, and all 8 tested as digits at once.
+#[inline]
+fn date_fields(s: &[u8]) -> Option<(u32, u32, u32)> {
+    const DASHES: u64 = 0xff00_00ff_0000_0000;
+    let head = s.get(..10)?;
+    let w = word(head, 0);
+    if w & DASHES != u64::from_le_bytes(*b"\0\0\0\0-\0\0-") {
+        return None;
+    }
+    let x = digit_values(w & !DASHES | u64::from(head[8]) << 32 | u64::from(head[9]) << 56)?;
+    Some((byte(x, 0) * 1000 + byte(x, 1) * 100 + byte(x, 2) * 10 + byte(x, 3), byte(x, 5) * 10 + byte(x, 6), byte(x, 4) * 10 + byte(x, 7)))
+}
+
+/// The hours, minutes and seconds of the `HH:MM:SS` at `at` in `s` (which
+/// holds its 8 bytes): the colons read as zeros, the 8 bytes tested at once.
+#[inline]
+fn time_fields(s: &[u8], at: usize) -> Option<(u32, u32, u32)> {
+    const COLONS: u64 = 0x0000_ff00_00ff_0000;
+    let w = word(s, at);
+    if w & COLONS != u64::from_le_bytes(*b"\0\0:\0\0:\0\0") {
+        return None;
+    }
+    let x = digit_values(w & !COLONS | COLONS & u64::from_le_bytes(*b"00000000"))?;
+    Some((byte(x, 0) * 10 + byte(x, 1), byte(x, 3) * 10 + byte(x, 4), byte(x, 6) * 10 + byte(x, 7)))
+}
+
 /// RFC 3339 full-date → days.
 fn full_date(s: &[u8]) -> Result<i64, &'static str> {
-    if s.len() < 10 || s[4] != b'-' || s[7] != b'-' {
-        return Err("wrong shape");
-    }
-    let (Some(y), Some(m), Some(d)) = (digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2)) else {
-        return Err("wrong shape");
-    };
+    let (y, m, d) = date_fields(s).ok_or("wrong shape")?;
     if !(1..=12).contains(&m) {
         return Err("month out of range");
     }
@@ -503,10 +552,7 @@ pub fn parse_datetime(s: &str) -> Result<i64, &'static str> {
     if !matches!(b.get(10), Some(b'T' | b't')) {
         return Err("expected 'T' between date and time");
     }
-    if b.len() < 19 || b[13] != b':' || b[16] != b':' {
-        return Err("time must be HH:MM:SS");
-    }
-    let (Some(h), Some(mi), Some(sec)) = (digits(b, 11, 2), digits(b, 14, 2), digits(b, 17, 2)) else {
+    let Some((h, mi, sec)) = b.get(..19).and_then(|b| time_fields(b, 11)) else {
         return Err("time must be HH:MM:SS");
     };
     if h > 23 || mi > 59 {
@@ -521,21 +567,18 @@ pub fn parse_datetime(s: &str) -> Result<i64, &'static str> {
     let mut p = 19;
     let mut micros: i64 = 0;
     if b.get(p) == Some(&b'.') {
-        p += 1;
-        let start = p;
-        while matches!(b.get(p), Some(b'0'..=b'9')) {
-            p += 1;
-        }
-        let frac = &b[start..p];
-        if frac.is_empty() || frac.len() > 9 {
+        let (end, fraction) = digit_run(b, p + 1, 0);
+        let digits = end - (p + 1);
+        p = end;
+        if digits == 0 || digits > 9 {
             return Err("the fraction needs 1 to 9 digits");
         }
-        if frac.iter().skip(6).any(|&c| c != b'0') {
+        // Nine digits at most: `fraction` is their value, not wrapped.
+        let beyond_micros = 10u64.pow(digits.saturating_sub(6) as u32);
+        if fraction % beyond_micros != 0 {
             return Err("digits beyond microseconds must be zero (they would be lost)");
         }
-        for i in 0..6 {
-            micros = micros * 10 + frac.get(i).map_or(0, |c| (c - b'0') as i64);
-        }
+        micros = (fraction / beyond_micros * 10u64.pow(6u32.saturating_sub(digits as u32))) as i64;
     }
     let offset_secs: i64 = match b.get(p) {
         Some(b'Z' | b'z') if b.len() == p + 1 => 0,
@@ -772,6 +815,95 @@ mod tests {
         assert_eq!(fast_f32("0.1"), Some(0.1f32));
         assert_eq!(fast_f64("123.456"), Some(123.456));
         assert_eq!(fast_f64("1e5"), None);
+    }
+
+    /// Every day of years 0000-9999: `days_from_civil` inverts
+    /// `civil_from_days` (an independent method), and its text parses back.
+    #[test]
+    fn every_day_of_every_year_converts_both_ways() {
+        let (first, last) = (days_from_civil(MIN_YEAR, 1, 1), days_from_civil(MAX_YEAR, 12, 31));
+        assert_eq!((civil_from_days(first), civil_from_days(last)), ((MIN_YEAR, 1, 1), (MAX_YEAR, 12, 31)));
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        for days in first..=last {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y:04}-{m:02}-{d:02}");
+            assert_eq!(parse_date(&format_date(days as i32)), Ok(days as i32));
+        }
+    }
+
+    /// Every byte of a date replaced by every other byte value: accepted
+    /// exactly when the shape (digits and dashes) and the day are right,
+    /// with the error of the first thing wrong.
+    #[test]
+    fn a_date_is_read_byte_by_byte_as_its_shape_says() {
+        for date in ["2024-02-29", "1999-12-31", "0000-01-01"] {
+            for at in 0..date.len() {
+                for byte in 0..=255u8 {
+                    let mut text = date.as_bytes().to_vec();
+                    text[at] = byte;
+                    let shaped = text.iter().enumerate().all(|(i, &c)| if i == 4 || i == 7 { c == b'-' } else { c.is_ascii_digit() });
+                    let got = full_date(&text);
+                    if !shaped {
+                        assert_eq!(got, Err("wrong shape"), "{text:?}");
+                        continue;
+                    }
+                    let field = |from: usize, to: usize| std::str::from_utf8(&text[from..to]).unwrap().parse::<u32>().unwrap();
+                    let (y, m, d) = (field(0, 4), field(5, 7), field(8, 10));
+                    let expected = if !(1..=12).contains(&m) {
+                        Err("month out of range")
+                    } else if d == 0 || d > days_in_month(y as i64, m) {
+                        Err("no such day in that month")
+                    } else {
+                        let days = civil_from_days(got.unwrap_or_default());
+                        assert_eq!(days, (y as i64, m, d), "{text:?}");
+                        got
+                    };
+                    assert_eq!(got, expected, "{text:?}");
+                }
+            }
+        }
+        assert_eq!(full_date(b"2024-02-2"), Err("wrong shape"));
+    }
+
+    /// Every byte of a time replaced by every other byte value: read as
+    /// its shape (digits and colons) and ranges say, with the error of the
+    /// first thing wrong; and fractions of every length read as their
+    /// first six digits, the rest required to be zeros.
+    #[test]
+    fn a_time_is_read_byte_by_byte_as_its_shape_says() {
+        let day = parse_date("2026-06-07").unwrap() as i64 * 86_400_000_000;
+        for at in 11..19 {
+            for byte in 0..=255u8 {
+                let mut text = b"2026-06-07T21:15:11Z".to_vec();
+                text[at] = byte;
+                let text = String::from_utf8_lossy(&text).into_owned();
+                let time = &text.as_bytes()[11..19];
+                let shaped = time.iter().enumerate().all(|(i, &c)| if i == 2 || i == 5 { c == b':' } else { c.is_ascii_digit() });
+                let expected = if !shaped {
+                    Err("time must be HH:MM:SS")
+                } else {
+                    let field = |i: usize| std::str::from_utf8(&time[i..i + 2]).unwrap().parse::<i64>().unwrap();
+                    match (field(0), field(3), field(6)) {
+                        (h, mi, _) if h > 23 || mi > 59 => Err("time out of range"),
+                        (_, _, 60) => Err("leap seconds cannot be stored"),
+                        (_, _, sec) if sec > 59 => Err("time out of range"),
+                        (h, mi, sec) => Ok(day + ((h * 60 + mi) * 60 + sec) * 1_000_000),
+                    }
+                };
+                assert_eq!(parse_datetime(&text), expected, "{text:?}");
+            }
+        }
+        let noon = day + 12 * 3_600_000_000;
+        for fraction in ["", "5", "05", "123", "123456", "1234560", "123456000", "1234567", "000000001", "1234560000", "12a"] {
+            let text = format!("2026-06-07T12:00:00.{fraction}Z");
+            let expected = match fraction.len() {
+                _ if fraction.contains('a') => Err("offset must be Z or ±HH:MM"),
+                0 | 10.. => Err("the fraction needs 1 to 9 digits"),
+                _ if fraction.bytes().skip(6).any(|c| c != b'0') => Err("digits beyond microseconds must be zero (they would be lost)"),
+                _ => Ok(noon + format!("{:0<6}", &fraction[..fraction.len().min(6)]).parse::<i64>().unwrap()),
+            };
+            assert_eq!(parse_datetime(&text), expected, "{text:?}");
+        }
     }
 
     #[test]

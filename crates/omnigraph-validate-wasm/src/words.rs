@@ -50,6 +50,16 @@ pub fn starts_with(text: &[u8], prefix: &[u8]) -> bool {
 /// `10^n` for the digits one word holds.
 const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
 
+/// Each byte of `w` minus `b'0'` (its value where it is a digit, 0..=9),
+/// and bits set in the bytes that are not digits: a byte is one when its
+/// high nibble is clear and adding 6 does not carry into it (a non-digit's
+/// carry only reaches later bytes, whose bits may then be set too).
+#[inline]
+pub(crate) fn digit_bytes(w: u64) -> (u64, u64) {
+    let x = w ^ 0x3030_3030_3030_3030;
+    (x, (x.wrapping_add(0x0606_0606_0606_0606) | x) & 0xF0F0_F0F0_F0F0_F0F0)
+}
+
 /// The run of ASCII digits in `b` from `p`: where it ends, and `mantissa`
 /// with the run's digits appended (`mantissa * 10 + digit` for each,
 /// wrapping, as a loop over the digits would give). Up to 8 digits per
@@ -59,11 +69,7 @@ const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_0
 #[inline]
 pub fn digit_run(b: &[u8], mut p: usize, mut mantissa: u64) -> (usize, u64) {
     while p + 8 <= b.len() {
-        // Each byte minus '0' where it is a digit (0..=9).
-        let x = word(b, p) ^ 0x3030_3030_3030_3030;
-        // A byte is a digit when its high nibble is clear and adding 6 does
-        // not carry into it; a non-digit's carry only reaches later bytes.
-        let stop = (x.wrapping_add(0x0606_0606_0606_0606) | x) & 0xF0F0_F0F0_F0F0_F0F0;
+        let (x, stop) = digit_bytes(word(b, p));
         let n = (stop.trailing_zeros() / 8) as usize;
         if n == 0 {
             return (p, mantissa);
