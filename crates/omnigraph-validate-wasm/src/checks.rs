@@ -120,8 +120,8 @@ struct Waiting<'a> {
     ids: KeyGroup<'a>,
     /// Per `@unique`: the rows' tuples (none when a member is null).
     tuples: Vec<KeyGroup<'a>>,
-    /// The rows' sources (`@card` counts them).
-    sources: KeyGroup<'a>,
+    /// The rows' sources, when `@card` counts them (else left empty).
+    sources: Option<KeyGroup<'a>>,
     arrow_bytes: u64,
     keyed_bytes: u64,
 }
@@ -134,7 +134,7 @@ impl<'a> Waiting<'a> {
             lines: [0; LOOKUP_GROUP],
             ids: KeyGroup::default(),
             tuples: def.uniques.iter().map(|_| KeyGroup::default()).collect(),
-            sources: KeyGroup::default(),
+            sources: def.card_max.map(|_| KeyGroup::default()),
             arrow_bytes: 0,
             keyed_bytes: 0,
         }
@@ -150,7 +150,9 @@ impl<'a> Waiting<'a> {
         for (group, &tuple) in self.tuples.iter_mut().zip(tuples) {
             group.push(i, tuple);
         }
-        self.sources.push(i, Some(row.src));
+        if let Some(sources) = &mut self.sources {
+            sources.push(i, Some(row.src));
+        }
         self.arrow_bytes += row.arrow_bytes;
         self.keyed_bytes += keyed_parse_bytes(row);
         self.len == LOOKUP_GROUP
@@ -162,7 +164,7 @@ impl<'a> Waiting<'a> {
         self.len = 0;
         self.ids.clear();
         self.tuples.iter_mut().for_each(KeyGroup::clear);
-        self.sources.clear();
+        self.sources.iter_mut().for_each(KeyGroup::clear);
         (self.arrow_bytes, self.keyed_bytes) = (0, 0);
     }
 }
@@ -224,9 +226,9 @@ impl<'a> Tallies<'a> {
                 }
             }
         }
-        if let (Some(sources), Some(max)) = (&mut self.sources, def.card_max) {
-            sources.read_ahead(&mut waiting.sources);
-            for (i, src, h) in waiting.sources.iter() {
+        if let (Some(sources), Some(waiting_sources), Some(max)) = (&mut self.sources, &mut waiting.sources, def.card_max) {
+            sources.read_ahead(waiting_sources);
+            for (i, src, h) in waiting_sources.iter() {
                 let n = sources.insert_new_hashed(src, h, 1).map_or(1, |n| {
                     *n += 1;
                     *n
@@ -518,11 +520,19 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
 /// A string the rows keep: borrowed from the batch as it is, else copied
 /// into the batch's arena `texts` (most ids and endpoints are borrowed).
+#[inline]
 fn kept<'a>(texts: &'a Bump, text: Cow<'a, str>) -> &'a str {
     match text {
         Cow::Borrowed(text) => text,
-        Cow::Owned(text) => texts.alloc_str(&text),
+        Cow::Owned(text) => copied(texts, text),
     }
+}
+
+/// [`kept`]'s copy, out of line, so that its three calls a row inline as a
+/// test of the borrowed case (the common one).
+#[inline(never)]
+fn copied<'a>(texts: &'a Bump, text: String) -> &'a str {
+    texts.alloc_str(&text)
 }
 
 fn at_row(row: &Row<'_>) -> Position {

@@ -166,7 +166,8 @@ impl<V> StrMap<V> {
     /// slots emptied, so clearing costs what the last batch put in, not
     /// what the largest one did.
     pub fn clear(&mut self) {
-        if self.ordered.take().is_some() || self.slots.is_empty() {
+        // Only the fallback leaves the table empty.
+        if self.ordered.take().is_some() {
             self.slots = vec![EMPTY; MIN_CAPACITY];
         } else if self.entries.len() * SPARSE_CLEAR < self.slots.len() {
             let mask = self.slots.len() - 1;

@@ -697,15 +697,33 @@ pub fn render_key(v: &Val<'_>) -> Option<String> {
 
 const BASE64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-fn base64_digit(c: u8) -> Option<u32> {
-    match c {
-        b'A'..=b'Z' => Some((c - b'A') as u32),
-        b'a'..=b'z' => Some((c - b'a') as u32 + 26),
-        b'0'..=b'9' => Some((c - b'0') as u32 + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
+/// Each byte's value in [`BASE64_ALPHABET`], or [`NOT_BASE64`]: one load a
+/// character instead of a chain of range tests.
+const BASE64_VALUES: [u8; 256] = {
+    let mut values = [NOT_BASE64; 256];
+    let mut i = 0;
+    while i < BASE64_ALPHABET.len() {
+        values[BASE64_ALPHABET[i] as usize] = i as u8;
+        i += 1;
     }
+    values
+};
+/// Above every value of the alphabet's (0-63), so one of them in an OR of
+/// values shows.
+const NOT_BASE64: u8 = 0xFF;
+const BASE64_PADDING_MISPLACED: &str = "'=' may only end the text, at most twice";
+const BASE64_OUTSIDE_ALPHABET: &str = "character outside the standard alphabet (A-Z a-z 0-9 + /)";
+
+/// The 24 bits that `digits` (at most 4 characters) stand for, left-aligned,
+/// or `None` if one is outside the alphabet.
+fn base64_bits(digits: &[u8]) -> Option<u32> {
+    let (mut acc, mut seen) = (0u32, 0u8);
+    for &c in digits {
+        let value = BASE64_VALUES[c as usize];
+        seen |= value;
+        acc = acc << 6 | u32::from(value);
+    }
+    (seen < 64).then_some(acc << (6 * (4 - digits.len())))
 }
 
 /// Standard, padded, canonical base64 (unused bits zero).
@@ -734,24 +752,24 @@ fn base64_groups(s: &str, mut group: impl FnMut(&[u8])) -> Result<(), &'static s
     if !b.len().is_multiple_of(4) {
         return Err("length is not a multiple of 4 (padding '=' is required)");
     }
-    for (i, chunk) in b.chunks_exact(4).enumerate() {
-        let last = i == b.len() / 4 - 1;
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return Err("'=' may only end the text, at most twice");
-        }
-        let mut acc = 0u32;
-        for &c in &chunk[..4 - pad] {
-            acc = (acc << 6) | base64_digit(c).ok_or("character outside the standard alphabet (A-Z a-z 0-9 + /)")?;
-        }
-        acc <<= 6 * pad as u32;
-        let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
-        let keep = 3 - pad;
-        if bytes[keep..].iter().any(|&x| x != 0) {
-            return Err("non-zero padding bits (not canonical)");
-        }
-        group(&bytes[..keep]);
+    let Some((body, last)) = b.split_last_chunk::<4>() else { return Ok(()) };
+    // Every group but the last has four digits: '=' there (outside the
+    // alphabet) is misplaced padding when it ends the group.
+    for chunk in body.chunks_exact(4) {
+        let acc = base64_bits(chunk).ok_or(if chunk[3] == b'=' { BASE64_PADDING_MISPLACED } else { BASE64_OUTSIDE_ALPHABET })?;
+        group(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
     }
+    let pad = last.iter().rev().take_while(|&&c| c == b'=').count();
+    if pad > 2 {
+        return Err(BASE64_PADDING_MISPLACED);
+    }
+    let acc = base64_bits(&last[..4 - pad]).ok_or(BASE64_OUTSIDE_ALPHABET)?;
+    let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+    let keep = 3 - pad;
+    if bytes[keep..].iter().any(|&x| x != 0) {
+        return Err("non-zero padding bits (not canonical)");
+    }
+    group(&bytes[..keep]);
     Ok(())
 }
 
@@ -933,6 +951,62 @@ mod tests {
         assert!(decode_base64("Zh==").is_err());
         assert!(decode_base64("Zg").is_err());
         assert!(decode_base64("Zg=a").is_err());
+    }
+
+    /// Base64 read the plain way, a character at a time, group by group:
+    /// what the table-driven reading must agree with, error messages included.
+    fn plain_base64(s: &str) -> Result<Vec<u8>, &'static str> {
+        let b = s.as_bytes();
+        if b.len() % 4 != 0 {
+            return Err("length is not a multiple of 4 (padding '=' is required)");
+        }
+        let mut out = Vec::new();
+        for (i, chunk) in b.chunks(4).enumerate() {
+            let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+            if pad > 2 || (pad > 0 && i + 1 < b.len() / 4) {
+                return Err("'=' may only end the text, at most twice");
+            }
+            let mut acc = 0u32;
+            for &c in &chunk[..4 - pad] {
+                let digit = BASE64_ALPHABET.iter().position(|&a| a == c);
+                acc = acc << 6 | digit.ok_or("character outside the standard alphabet (A-Z a-z 0-9 + /)")? as u32;
+            }
+            acc <<= 6 * pad;
+            let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+            if bytes[3 - pad..].iter().any(|&x| x != 0) {
+                return Err("non-zero padding bits (not canonical)");
+            }
+            out.extend_from_slice(&bytes[..3 - pad]);
+        }
+        Ok(out)
+    }
+
+    /// Every text of up to 8 characters over digits of zero and non-zero
+    /// low bits, padding and a stranger; then every character (ASCII and
+    /// some wider) at every place of one and of two groups.
+    #[test]
+    fn base64_reads_as_the_plain_way() {
+        let mut texts: Vec<String> = vec![String::new()];
+        let mut last: Vec<String> = vec![String::new()];
+        for _ in 0..8 {
+            last = last.iter().flat_map(|t| ['A', 'Q', 'g', '/', '=', '-'].map(|c| format!("{t}{c}"))).collect();
+            texts.extend(last.iter().cloned());
+        }
+        let wide = ['é', '€', '\u{10348}', '\u{7f}'];
+        for c in (0u8..0x80).map(char::from).chain(wide) {
+            for base in ["Zm9v", "Zm9vYmFy", "Zg==Zm9v", "Zm9vZg=="] {
+                for at in 0..base.len() {
+                    let mut text = base.to_string();
+                    text.replace_range(at..at + 1, c.encode_utf8(&mut [0; 4]));
+                    texts.push(text);
+                }
+            }
+        }
+        for text in &texts {
+            let plain = plain_base64(text);
+            assert_eq!(decode_base64(text), plain, "{text:?}");
+            assert_eq!(base64_len(text), plain.map(|bytes| bytes.len()), "{text:?}");
+        }
     }
 
     #[test]
