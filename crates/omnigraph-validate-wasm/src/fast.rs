@@ -312,21 +312,29 @@ impl<'a> Scan<'a> {
         // Tokens mostly follow each other without whitespace: one test
         // before the loop, whose every turn costs more in wasmtime's code
         // (an epoch check and the spills around it, docs/performance.md).
-        if !matches!(self.b.get(self.p), Some(b' ' | b'\t' | b'\r')) {
-            return;
+        // Everything above a space is a token: one comparison for most.
+        if let Some(&c) = self.b.get(self.p)
+            && c <= b' '
+        {
+            self.skip_ws();
         }
-        while let Some(&c) = self.b.get(self.p) {
-            // Everything above a space is a token: one comparison for most.
-            if c > b' ' || !matches!(c, b' ' | b'\t' | b'\r') {
-                break;
-            }
+    }
+
+    /// [`Scan::ws`]'s loop.
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r') = self.b.get(self.p) {
             self.p += 1;
         }
     }
 
     #[inline]
     fn peek(&mut self) -> Option<u8> {
-        self.ws();
+        let c = *self.b.get(self.p)?;
+        if c > b' ' {
+            return Some(c);
+        }
+        self.skip_ws();
         self.b.get(self.p).copied()
     }
 
