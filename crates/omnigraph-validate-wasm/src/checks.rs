@@ -531,7 +531,7 @@ fn kept<'a>(texts: &'a Bump, text: Cow<'a, str>) -> &'a str {
 /// [`kept`]'s copy, out of line, so that its three calls a row inline as a
 /// test of the borrowed case (the common one).
 #[inline(never)]
-fn copied<'a>(texts: &'a Bump, text: String) -> &'a str {
+fn copied(texts: &Bump, text: String) -> &str {
     texts.alloc_str(&text)
 }
 

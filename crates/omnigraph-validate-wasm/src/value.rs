@@ -957,7 +957,7 @@ mod tests {
     /// what the table-driven reading must agree with, error messages included.
     fn plain_base64(s: &str) -> Result<Vec<u8>, &'static str> {
         let b = s.as_bytes();
-        if b.len() % 4 != 0 {
+        if !b.len().is_multiple_of(4) {
             return Err("length is not a multiple of 4 (padding '=' is required)");
         }
         let mut out = Vec::new();
