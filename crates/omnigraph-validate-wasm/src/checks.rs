@@ -120,8 +120,9 @@ struct Waiting<'a> {
     ids: KeyGroup<'a>,
     /// Per `@unique`: the rows' tuples (none when a member is null).
     tuples: Vec<KeyGroup<'a>>,
-    /// The rows' sources, when `@card` counts them (else left empty).
-    sources: Option<KeyGroup<'a>>,
+    /// The rows' sources, with the `@card` maximum they are counted
+    /// against, when the type has one.
+    sources: Option<(u64, KeyGroup<'a>)>,
     arrow_bytes: u64,
     keyed_bytes: u64,
 }
@@ -134,7 +135,7 @@ impl<'a> Waiting<'a> {
             lines: [0; LOOKUP_GROUP],
             ids: KeyGroup::default(),
             tuples: def.uniques.iter().map(|_| KeyGroup::default()).collect(),
-            sources: def.card_max.map(|_| KeyGroup::default()),
+            sources: def.card_max.map(|max| (max, KeyGroup::default())),
             arrow_bytes: 0,
             keyed_bytes: 0,
         }
@@ -150,7 +151,7 @@ impl<'a> Waiting<'a> {
         for (group, &tuple) in self.tuples.iter_mut().zip(tuples) {
             group.push(i, tuple);
         }
-        if let Some(sources) = &mut self.sources {
+        if let Some((_, sources)) = &mut self.sources {
             sources.push(i, Some(row.src));
         }
         self.arrow_bytes += row.arrow_bytes;
@@ -164,7 +165,7 @@ impl<'a> Waiting<'a> {
         self.len = 0;
         self.ids.clear();
         self.tuples.iter_mut().for_each(KeyGroup::clear);
-        self.sources.iter_mut().for_each(KeyGroup::clear);
+        self.sources.iter_mut().for_each(|(_, sources)| sources.clear());
         (self.arrow_bytes, self.keyed_bytes) = (0, 0);
     }
 }
@@ -206,17 +207,17 @@ impl<'a> Tallies<'a> {
         let mut waiting = Waiting::new(def);
         for (i, (row, tuples)) in rows.with_tuples().enumerate() {
             if waiting.push(i, row, tuples) {
-                self.count_group(def, &mut waiting);
+                self.count_group(&mut waiting);
                 waiting.clear();
             }
         }
-        self.count_group(def, &mut waiting);
+        self.count_group(&mut waiting);
     }
 
     /// Counts the `waiting` rows' tuples and sources in row order, one map
     /// at a time: the order of inserts into each map is the rows' order,
     /// and no map's result depends on another's.
-    fn count_group(&mut self, def: &TypeDef, waiting: &mut Waiting<'a>) {
+    fn count_group(&mut self, waiting: &mut Waiting<'a>) {
         let line = |i: usize| waiting.lines[i - waiting.first];
         for ((u, seen), tuples) in self.uniques.iter_mut().enumerate().zip(&mut waiting.tuples) {
             seen.read_ahead(tuples);
@@ -226,14 +227,14 @@ impl<'a> Tallies<'a> {
                 }
             }
         }
-        if let (Some(sources), Some(waiting_sources), Some(max)) = (&mut self.sources, &mut waiting.sources, def.card_max) {
+        if let (Some(sources), Some((max, waiting_sources))) = (&mut self.sources, &mut waiting.sources) {
             sources.read_ahead(waiting_sources);
             for (i, src, h) in waiting_sources.iter() {
                 let n = sources.insert_new_hashed(src, h, 1).map_or(1, |n| {
                     *n += 1;
                     *n
                 });
-                if n == max + 1 {
+                if n == *max + 1 {
                     self.over_card.push(i);
                 }
             }
@@ -398,7 +399,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
             }
         }
         if dead.is_empty() {
-            tallies.count_group(def, waiting);
+            tallies.count_group(waiting);
             *arrow_bytes += waiting.arrow_bytes;
             *keyed_bytes += waiting.keyed_bytes;
         }

@@ -309,18 +309,10 @@ impl<'a> Scan<'a> {
     /// Skips whitespace within the line (`\n` ends it).
     #[inline]
     fn ws(&mut self) {
-        // Tokens mostly follow each other without whitespace: one test
-        // before the loop, whose every turn costs more in wasmtime's code
-        // (an epoch check and the spills around it, docs/performance.md).
-        // Everything above a space is a token: one comparison for most.
-        if let Some(&c) = self.b.get(self.p)
-            && c <= b' '
-        {
-            self.skip_ws();
-        }
+        let _ = self.peek();
     }
 
-    /// [`Scan::ws`]'s loop.
+    /// [`Scan::peek`]'s loop.
     #[inline]
     fn skip_ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\r') = self.b.get(self.p) {
@@ -328,6 +320,11 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// The next byte after whitespace. Tokens mostly follow each other
+    /// without whitespace: one test before the loop, whose every turn costs
+    /// more in wasmtime's code (an epoch check and the spills around it,
+    /// docs/performance.md). Everything above a space is a token: one
+    /// comparison for most.
     #[inline]
     fn peek(&mut self) -> Option<u8> {
         let c = *self.b.get(self.p)?;
@@ -565,12 +562,21 @@ impl<'a> Scan<'a> {
 
     /// A value of type `ty` or null, into `out` (which owns no memory).
     fn value(&mut self, ty: &ValueType, out: &mut Val<'a>) -> Option<()> {
-        if self.peek()? == b'n' {
-            self.literal(b"null")?;
+        if self.null()? {
             put(out, Val::Null);
             return Some(());
         }
         self.present(ty, out)
+    }
+
+    /// True (and consumed) when `null` comes next; `None` when a value
+    /// starting with `n` is not `null`.
+    #[inline]
+    fn null(&mut self) -> Option<bool> {
+        if self.peek()? != b'n' {
+            return Some(false);
+        }
+        self.literal(b"null").map(|()| true)
     }
 
     /// [`Scan::value`] of a blob, vector or list kept whole, written into
@@ -580,8 +586,8 @@ impl<'a> Scan<'a> {
     /// per value.
     fn refill(&mut self, ty: &ValueType, slot: &mut Val<'a>) -> Option<()> {
         let spare = std::mem::replace(slot, Val::Null);
-        if self.peek()? == b'n' {
-            return self.literal(b"null");
+        if self.null()? {
+            return Some(());
         }
         let v = match (ty, spare) {
             (ValueType::Blob, Val::Blob(mut bytes)) => {

@@ -713,6 +713,8 @@ const BASE64_VALUES: [u8; 256] = {
 const NOT_BASE64: u8 = 0xFF;
 const BASE64_PADDING_MISPLACED: &str = "'=' may only end the text, at most twice";
 const BASE64_OUTSIDE_ALPHABET: &str = "character outside the standard alphabet (A-Z a-z 0-9 + /)";
+const BASE64_LENGTH: &str = "length is not a multiple of 4 (padding '=' is required)";
+const BASE64_PADDING_BITS: &str = "non-zero padding bits (not canonical)";
 
 /// The 24 bits that `digits` (at most 4 characters) stand for, left-aligned,
 /// or `None` if one is outside the alphabet.
@@ -746,28 +748,33 @@ pub(crate) fn base64_len(s: &str) -> Result<usize, &'static str> {
     Ok(len)
 }
 
+/// The three bytes of a group's 24 bits ([`base64_bits`]), first byte first.
+fn group_bytes(acc: u32) -> [u8; 3] {
+    [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]
+}
+
 /// Checks `s` as [`decode_base64`] reads it and gives each group's bytes.
 fn base64_groups(s: &str, mut group: impl FnMut(&[u8])) -> Result<(), &'static str> {
     let b = s.as_bytes();
     if !b.len().is_multiple_of(4) {
-        return Err("length is not a multiple of 4 (padding '=' is required)");
+        return Err(BASE64_LENGTH);
     }
     let Some((body, last)) = b.split_last_chunk::<4>() else { return Ok(()) };
     // Every group but the last has four digits: '=' there (outside the
     // alphabet) is misplaced padding when it ends the group.
     for chunk in body.chunks_exact(4) {
         let acc = base64_bits(chunk).ok_or(if chunk[3] == b'=' { BASE64_PADDING_MISPLACED } else { BASE64_OUTSIDE_ALPHABET })?;
-        group(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
+        group(&group_bytes(acc));
     }
     let pad = last.iter().rev().take_while(|&&c| c == b'=').count();
     if pad > 2 {
         return Err(BASE64_PADDING_MISPLACED);
     }
     let acc = base64_bits(&last[..4 - pad]).ok_or(BASE64_OUTSIDE_ALPHABET)?;
-    let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+    let bytes = group_bytes(acc);
     let keep = 3 - pad;
     if bytes[keep..].iter().any(|&x| x != 0) {
-        return Err("non-zero padding bits (not canonical)");
+        return Err(BASE64_PADDING_BITS);
     }
     group(&bytes[..keep]);
     Ok(())
@@ -958,7 +965,7 @@ mod tests {
     fn plain_base64(s: &str) -> Result<Vec<u8>, &'static str> {
         let b = s.as_bytes();
         if !b.len().is_multiple_of(4) {
-            return Err("length is not a multiple of 4 (padding '=' is required)");
+            return Err(BASE64_LENGTH);
         }
         let mut out = Vec::new();
         for (i, chunk) in b.chunks(4).enumerate() {
