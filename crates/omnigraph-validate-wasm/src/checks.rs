@@ -50,9 +50,10 @@ pub struct Accepted<'s, 'a> {
     tuples: Vec<Option<&'a str>>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
     pending: Vec<Vec<Unresolved>>,
-    /// Edge endpoints that were not among the ids when looked up, or that
-    /// `finish` takes from `pending` unlooked.
-    unresolved: Vec<Unresolved>,
+    /// Per node type, in (line, end) order: edge endpoints that were not
+    /// among its ids when looked up, or that `finish` takes from `pending`
+    /// unlooked.
+    unresolved: Vec<Vec<Unresolved>>,
     folded: u64,
     /// Chunks of rows a past batch left, taken before new ones.
     spare: SpareChunks<'a>,
@@ -311,7 +312,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 })
                 .collect(),
             pending: schema.types.iter().map(|_| Vec::new()).collect(),
-            unresolved: Vec::new(),
+            unresolved: schema.types.iter().map(|_| Vec::new()).collect(),
             folded: 0,
             spare,
         }
@@ -418,7 +419,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
         }
         let mut found = [false; LOOKUP_GROUP];
         self.tables[node_type].ids.contains_each(&keys[..pending.len()], &mut found[..pending.len()]);
-        self.unresolved.extend(pending.iter().zip(found).filter(|(_, found)| !found).map(|(u, _)| *u));
+        self.unresolved[node_type].extend(pending.iter().zip(found).filter(|(_, found)| !found).map(|(u, _)| *u));
         self.pending[node_type] = pending;
         self.pending[node_type].clear();
     }
@@ -439,8 +440,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
             self.settle_waiting(t, sink);
         }
         // Every id is in now: the endpoints still pending are looked up once, below.
-        for pending in &mut self.pending {
-            self.unresolved.append(pending);
+        for (unresolved, pending) in self.unresolved.iter_mut().zip(&mut self.pending) {
+            unresolved.append(pending);
         }
         let schema = self.schema;
         let dead: Vec<Vec<bool>> = self
@@ -459,11 +460,11 @@ impl<'s, 'a> Accepted<'s, 'a> {
         let names: Vec<Arc<str>> = schema.types.iter().map(|def| Arc::from(def.name.as_str())).collect();
         // The refs in report order, (line, end), which is unique per ref:
         // only those keys, packed in one word, are sorted, and they come in
-        // runs (a lookup group per node type at a time) that the stable sort
-        // merges. The errors below may come in any order: the sink keeps and
-        // orders them by their own key.
-        let mut refs: Vec<(u64, &Unresolved)> = Vec::new();
-        for u in &self.unresolved {
+        // one ascending run per node type, which the stable sort merges. The
+        // errors below may come in any order: the sink keeps and orders them
+        // by their own key.
+        let mut refs: Vec<(u64, &Unresolved)> = Vec::with_capacity(self.unresolved.iter().map(Vec::len).sum());
+        for u in self.unresolved.iter().flatten() {
             if dead[u.table].get(u.row) == Some(&true) {
                 continue;
             }

@@ -197,8 +197,18 @@ impl<V> StrMap<V> {
         }
     }
 
+    /// Whether the map holds no key. An empty map answers lookups without
+    /// hashing (the ids of a node type with no row in the batch, which
+    /// every endpoint of a batch of edges is looked up among).
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.ordered.as_ref().is_none_or(BTreeMap::is_empty)
+    }
+
     /// The value stored under `key`, if any.
     pub fn get(&self, key: &str) -> Option<&V> {
+        if self.is_empty() {
+            return None;
+        }
         if let Some(tree) = &self.ordered {
             return tree.get(key);
         }
@@ -238,6 +248,10 @@ impl<V> StrMap<V> {
     /// a batch's endpoints are looked up this way.
     pub fn contains_each(&self, keys: &[&str], found: &mut [bool]) {
         assert!(keys.len() == found.len() && keys.len() <= LOOKUP_GROUP, "one flag per key, at most a group");
+        if self.is_empty() {
+            found.fill(false);
+            return;
+        }
         if self.ordered.is_some() {
             for (key, found) in keys.iter().zip(found) {
                 *found = self.get(key).is_some();
