@@ -199,8 +199,9 @@ impl<V> StrMap<V> {
 
     /// Whether the map holds no key. An empty map answers lookups without
     /// hashing (the ids of a node type with no row in the batch, which
-    /// every endpoint of a batch of edges is looked up among).
-    fn is_empty(&self) -> bool {
+    /// every endpoint of a batch of edges is looked up among), and its
+    /// caller need not gather keys for [`StrMap::contains_each`].
+    pub fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.ordered.as_ref().is_none_or(BTreeMap::is_empty)
     }
 
@@ -245,16 +246,13 @@ impl<V> StrMap<V> {
 
     /// Whether each of `keys` is in the map. The keys are looked up in
     /// stages (every first slot, then every entry, then every key's bytes):
-    /// a batch's endpoints are looked up this way.
+    /// a batch's endpoints are looked up this way (their caller asks
+    /// [`StrMap::is_empty`] first, so an empty map is not tested here).
     pub fn contains_each(&self, keys: &[&str], found: &mut [bool]) {
         assert!(keys.len() == found.len() && keys.len() <= LOOKUP_GROUP, "one flag per key, at most a group");
-        if self.is_empty() {
-            found.fill(false);
-            return;
-        }
-        if self.ordered.is_some() {
+        if let Some(tree) = &self.ordered {
             for (key, found) in keys.iter().zip(found) {
-                *found = self.get(key).is_some();
+                *found = tree.contains_key(*key);
             }
             return;
         }
@@ -406,19 +404,34 @@ mod tests {
 
     #[test]
     fn contains_each_agrees_with_get() {
-        let mut m = StrMap::with_capacity(0);
+        let mut hashed = StrMap::with_capacity(0);
         for i in 0..500 {
-            m.insert_new(&format!("id-{}", i * 2), i);
+            hashed.insert_new(&format!("id-{}", i * 2), i);
         }
+        // The same keys, then keys whose first slots collide, so the map
+        // falls back to the ordered one.
+        let mut ordered = StrMap::with_capacity(0);
+        for i in 0..500 {
+            ordered.insert_new(&format!("id-{}", i * 2), i);
+        }
+        // Whatever the table grows to (at most 4,096 slots for these keys).
+        let mask = (MIN_CAPACITY * 256 - 1) as u64;
+        for key in (0..1_000_000).map(|i| format!("k{i}")).filter(|k| hash(k.as_bytes()) & mask == 0).take(MAX_PROBE + 1) {
+            ordered.insert_new(&key, 0);
+        }
+        assert!(ordered.ordered.is_some(), "the colliding keys made the map fall back");
+        let empty: StrMap<i32> = StrMap::with_capacity(0);
         // Present and absent keys, groups of every size, probe runs included.
         let keys: Vec<String> = (0..1000).map(|i| format!("id-{i}")).collect();
-        for size in [1, 7, LOOKUP_GROUP] {
-            for group in keys.chunks(size) {
-                let group: Vec<&str> = group.iter().map(String::as_str).collect();
-                let mut found = vec![false; group.len()];
-                m.contains_each(&group, &mut found);
-                let expected: Vec<bool> = group.iter().map(|k| m.get(k).is_some()).collect();
-                assert_eq!(found, expected, "{group:?}");
+        for m in [&hashed, &ordered, &empty] {
+            for size in [1, 7, LOOKUP_GROUP] {
+                for group in keys.chunks(size) {
+                    let group: Vec<&str> = group.iter().map(String::as_str).collect();
+                    let mut found = vec![false; group.len()];
+                    m.contains_each(&group, &mut found);
+                    let expected: Vec<bool> = group.iter().map(|k| m.get(k).is_some()).collect();
+                    assert_eq!(found, expected, "{group:?}");
+                }
             }
         }
     }

@@ -513,12 +513,12 @@ fn date_fields(s: &[u8]) -> Option<(u32, u32, u32)> {
     Some((byte(x, 0) * 1000 + byte(x, 1) * 100 + byte(x, 2) * 10 + byte(x, 3), byte(x, 5) * 10 + byte(x, 6), byte(x, 4) * 10 + byte(x, 7)))
 }
 
-/// The hours, minutes and seconds of the `HH:MM:SS` at `at` in `s` (which
-/// holds its 8 bytes): the colons read as zeros, the 8 bytes tested at once.
+/// The hours, minutes and seconds of `s`, an `HH:MM:SS` (8 bytes): the
+/// colons read as zeros, the 8 bytes tested at once.
 #[inline]
-fn time_fields(s: &[u8], at: usize) -> Option<(u32, u32, u32)> {
+fn time_fields(s: &[u8]) -> Option<(u32, u32, u32)> {
     const COLONS: u64 = 0x0000_ff00_00ff_0000;
-    let w = word(s, at);
+    let w = word(s, 0);
     if w & COLONS != u64::from_le_bytes(*b"\0\0:\0\0:\0\0") {
         return None;
     }
@@ -552,7 +552,7 @@ pub fn parse_datetime(s: &str) -> Result<i64, &'static str> {
     if !matches!(b.get(10), Some(b'T' | b't')) {
         return Err("expected 'T' between date and time");
     }
-    let Some((h, mi, sec)) = b.get(..19).and_then(|b| time_fields(b, 11)) else {
+    let Some((h, mi, sec)) = b.get(11..19).and_then(time_fields) else {
         return Err("time must be HH:MM:SS");
     };
     if h > 23 || mi > 59 {
