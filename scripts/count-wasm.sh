@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Instructions per batch of the benchmark batch (~32 MiB), in wasmtime and
-# native, counted by valgrind's cachegrind: a diagnostic for comparing two
+# Instructions per batch of the benchmark batch (~32 MiB), in wasmtime,
+# native and V8 (Node), counted by valgrind's cachegrind: a diagnostic for comparing two
 # builds of the validator on this shared machine, whose wall-clock speed
 # moves by more than a change of a few percent (docs/performance.md). A
 # count is not a time (a change that took 6 % of wasmtime's instructions
@@ -8,6 +8,10 @@
 # processes of 5.2 billion differed by 1,110), so whether a change removes
 # work shows at once. Each side runs 1 and 1+CALLS batches in one process and the
 # difference is divided by CALLS, so start-up and module loading cancel.
+# V8 runs with `--no-liftoff --single-threaded`: every function compiled
+# optimised before it first runs, no background compile threads, so the
+# count does not depend on when tier-up finishes (the browsers' and Node's
+# later calls run that code; their first call runs more baseline code).
 # Not a benchmark: no target lines. Needs valgrind (Debian: valgrind).
 # Usage: scripts/count-wasm.sh [CALLS]
 set -euo pipefail
@@ -42,7 +46,9 @@ per_batch() {
 # `validate --time N` validates N times; `validate-wasm` takes N last.
 n=$(per_batch "$native" "${args[@]}" --time)
 w=$(per_batch "$wasm" "${args[@]}")
+v8=$(per_batch node --no-liftoff --single-threaded web/bench/validate-n.mjs "${args[@]}")
 echo "instructions per batch ($(stat -c %s "$BATCH") bytes), each side's difference of 1 and $((1 + calls)) batches over $calls:"
 echo "native   $n"
 echo "wasmtime $w"
-python3 -c 'import sys; n, w = map(int, sys.argv[1:]); print(f"wasmtime / native {w / n:.3f}")' "$n" "$w"
+echo "v8       $v8"
+python3 -c 'import sys; n, w, v = map(int, sys.argv[1:]); print(f"wasmtime / native {w / n:.3f}, v8 / native {v / n:.3f}")' "$n" "$w" "$v8"
