@@ -37,6 +37,13 @@ struct Counts {
 /// Validates `bytes`, the rows keeping `keep` of their values.
 /// `texts` keeps the rows' strings that are not the batch's own bytes; the
 /// checks work in `recycled` (what a past batch left, or nothing).
+///
+/// Validation (`Keep::Nothing`) runs first without keeping rows
+/// (`Keep::Count`): a batch in which no check names a row (no id seen
+/// twice, no `@unique` clash, no `@card` excess, no bound exceeded) is done
+/// in that pass, which does not write them. Any other batch is run again by
+/// a pass that keeps rows, which alone writes its report. Both passes run
+/// the same code, so a report does not depend on which one wrote it.
 pub fn run<'a>(
     schema: &Schema,
     options: &Options,
@@ -45,6 +52,29 @@ pub fn run<'a>(
     texts: &'a Bump,
     recycled: Recycled<'a>,
 ) -> Outcome<'a> {
+    let input = Input { schema, options, bytes, texts };
+    let recycled = match keep {
+        Keep::Nothing => match pass(&input, Keep::Count, recycled) {
+            Ok(outcome) => return outcome,
+            Err(recycled) => recycled,
+        },
+        _ => recycled,
+    };
+    pass(&input, keep, recycled).ok().expect("a pass that keeps rows never gives up")
+}
+
+/// What every pass over a batch reads.
+struct Input<'s, 'a> {
+    schema: &'s Schema,
+    options: &'s Options,
+    bytes: &'a [u8],
+    texts: &'a Bump,
+}
+
+/// One pass over the batch: its outcome, or, when it keeps no rows and a
+/// check had to name one, what it worked in, for a pass that keeps them.
+fn pass<'a>(input: &Input<'_, 'a>, keep: Keep, recycled: Recycled<'a>) -> Result<Outcome<'a>, Recycled<'a>> {
+    let Input { schema, options, bytes, texts } = *input;
     let mut sink = ErrorSink::new(options.max_errors as usize);
     let mut accepted = Accepted::new(schema, options.mode, keep, texts, recycled);
     let limits = &options.limits;
@@ -65,7 +95,7 @@ pub fn run<'a>(
     } else {
         compat_stream(schema, options, bytes, &mut sink, &mut accepted)
     };
-    let Settled { tables, folded, external_refs, recycled } = accepted.finish(options, &mut sink);
+    let Settled { tables, folded, external_refs, recycled } = accepted.finish(options, &mut sink)?;
 
     let stats = Stats {
         lines: counts.lines,
@@ -98,7 +128,7 @@ pub fn run<'a>(
         error_count,
         external_refs,
     };
-    Outcome { report, tables, recycled }
+    Ok(Outcome { report, tables, recycled })
 }
 
 fn is_blank(line: &[u8]) -> bool {
@@ -194,7 +224,8 @@ fn strict_lines<'a>(
     let counts = Counts { lines: 0, records: 0, blank_lines: 0 };
     let plan = fast::Plan::new(schema);
     let mut strict = Strict { schema, options, bytes, plan, counts, values: Vec::new(), pos: 0 };
-    while strict.pos < bytes.len() {
+    // A pass that gave up reads no further (it is run again).
+    while strict.pos < bytes.len() && !accepted.gave_up() {
         strict.window(sink, accepted);
     }
     strict.counts
@@ -414,7 +445,8 @@ fn compat_stream<'a>(
     }
     let mut lines = LineIndex { bytes, pos: 0, line: 1, line_start: 0 };
     let mut values = Vec::new();
-    loop {
+    // A pass that gave up reads no further (it is run again).
+    while !accepted.gave_up() {
         cur.skip_ws();
         if cur.at_end() {
             break;
@@ -511,4 +543,52 @@ pub fn differential(schema: &Schema, options: &Options, batch: &[u8]) -> (u64, u
         }
     }
     (accepted, lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = "node P { name: String @key  email: String? @unique }\nedge K: P -> P @card(0..1)";
+
+    fn options(json: &str) -> Options {
+        Options::from_json(json.as_bytes()).expect("options")
+    }
+
+    /// Whether the pass that keeps no rows finishes `batch` itself, and
+    /// that `run` gives the report of a pass that keeps rows either way.
+    fn first_pass_finishes(options: &Options, batch: &str) -> bool {
+        let schema = Schema::compile(SCHEMA).expect("schema");
+        let texts = Bump::new();
+        let input = Input { schema: &schema, options, bytes: batch.as_bytes(), texts: &texts };
+        let kept = pass(&input, Keep::Nothing, Recycled::default()).ok().expect("a pass that keeps rows never gives up");
+        assert_eq!(run(&schema, options, batch.as_bytes(), Keep::Nothing, &texts, Recycled::default()).report, kept.report);
+        let first = pass(&input, Keep::Count, Recycled::default());
+        first.map(|outcome| assert_eq!(outcome.report, kept.report, "{batch}")).is_ok()
+    }
+
+    #[test]
+    fn the_first_pass_hands_on_exactly_the_batches_whose_checks_name_a_row() {
+        let (a, b) = (r#"{"type":"P","data":{"name":"a","email":"e"}}"#, r#"{"type":"P","data":{"name":"b"}}"#);
+        let b_same_email = r#"{"type":"P","data":{"name":"b","email":"e"}}"#;
+        let (ab, ax, bx) = (r#"{"edge":"K","from":"a","to":"b"}"#, r#"{"edge":"K","from":"a","to":"x"}"#, r#"{"edge":"K","from":"b","to":"x"}"#);
+        let merge = options(r#"{"mode":"merge"}"#);
+        let append = options(r#"{"mode":"append"}"#);
+        let overwrite = options(r#"{"mode":"overwrite"}"#);
+        let one_row = options(r#"{"mode":"merge","limits":{"max_table_rows":1}}"#);
+        let few_bytes = options(r#"{"mode":"merge","limits":{"max_table_bytes":8}}"#);
+        let lines = |records: &[&str]| records.iter().map(|r| format!("{r}\n")).collect::<String>();
+        // Finished: valid, with an external ref, or with errors of records alone.
+        assert!(first_pass_finishes(&merge, &lines(&[a, b, ab, bx])));
+        assert!(first_pass_finishes(&merge, &lines(&[ax, "{}"])));
+        // Handed on: an id seen twice (folded or refused), a @unique clash,
+        // a @card excess, a bound exceeded, a dangling endpoint.
+        assert!(!first_pass_finishes(&merge, &lines(&[a, a])));
+        assert!(!first_pass_finishes(&append, &lines(&[a, a])));
+        assert!(!first_pass_finishes(&merge, &lines(&[a, b_same_email])));
+        assert!(!first_pass_finishes(&merge, &lines(&[a, b, ab, ax])));
+        assert!(!first_pass_finishes(&one_row, &lines(&[a, b])));
+        assert!(!first_pass_finishes(&few_bytes, &lines(&[a])));
+        assert!(!first_pass_finishes(&overwrite, &lines(&[a, ax])));
+    }
 }

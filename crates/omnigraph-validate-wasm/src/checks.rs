@@ -19,6 +19,11 @@
 //! rows that survive (the streamed counts included the row that died). So
 //! the report is the one a pass over the surviving rows would give, and the
 //! sink orders errors itself, whatever order they are found in.
+//!
+//! Validation's first pass keeps no rows ([`Keep::Count`]): wherever a
+//! check must name a row (an id seen twice, a `@unique` clash, a `@card`
+//! excess, a bound exceeded, a dangling endpoint) it gives up instead, and
+//! the batch is run again by a pass that keeps them (`batch::run`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,7 +31,7 @@ use std::sync::Arc;
 use bumpalo::Bump;
 
 use crate::options::{Mode, Options};
-use crate::record::{Keep, ReadRow, Row, RowOf, Rows, SpareChunks, unique_key};
+use crate::record::{Keep, ReadRow, Row, RowOf, Rows, SpareChunks, emptied, unique_key};
 use crate::report::{End, ErrorCode, ErrorSink, ExternalRef, LimitDetail, Position, echo};
 use crate::rows::keyed_parse_bytes;
 use crate::schema::{Schema, TypeDef, UniqueMember};
@@ -49,23 +54,42 @@ pub struct Accepted<'s, 'a> {
     /// type (`None` when a member is null: the row is exempt).
     tuples: Vec<Option<&'a str>>,
     /// Per node type: edge endpoints to look up among its ids, a group at a time.
-    pending: Vec<Vec<Unresolved>>,
+    pending: Vec<Vec<Unresolved<'a>>>,
     /// Per node type, in (line, end) order: edge endpoints that were not
     /// among its ids when looked up, or that `finish` takes from `pending`
     /// unlooked.
-    unresolved: Vec<Vec<Unresolved>>,
+    unresolved: Vec<Vec<Unresolved<'a>>>,
     folded: u64,
+    /// Rows are only counted ([`Keep::Count`]) and a check had to name one
+    /// (a duplicate or folded id, a `@unique` or `@card` violation): the
+    /// batch must be run again by a pass that keeps rows, so the rest of
+    /// this one is not checked.
+    gave_up: bool,
     /// Chunks of rows a past batch left, taken before new ones.
     spare: SpareChunks<'a>,
 }
 
 /// What a batch's checks leave for the next batch to work in (a
-/// [`crate::Scratch`] keeps it between batches): each table's maps, and
-/// emptied chunks of rows.
+/// [`crate::Scratch`] keeps it between batches): each table's maps,
+/// emptied chunks of rows, and the emptied lists of endpoints (a batch of
+/// edges whose nodes are stored puts every endpoint in one).
 #[derive(Default)]
 pub struct Recycled<'a> {
-    pub maps: Vec<TableMaps>,
-    pub chunks: SpareChunks<'a>,
+    maps: Vec<TableMaps>,
+    chunks: SpareChunks<'a>,
+    endpoints: Vec<Vec<Unresolved<'a>>>,
+}
+
+impl<'a> Recycled<'a> {
+    /// The same memory, with `rows`' chunks added, for a batch that
+    /// borrows for `'b`.
+    pub fn relent<'b>(self, rows: Vec<Rows<'_>>) -> Recycled<'b> {
+        Recycled {
+            maps: self.maps,
+            chunks: self.chunks.relent().take_back(rows),
+            endpoints: self.endpoints.into_iter().map(emptied).collect(),
+        }
+    }
 }
 
 /// What [`Accepted::finish`] gives: the rows that survive folding, in line
@@ -92,11 +116,16 @@ struct TableChecks<'a> {
     keyed_bytes: u64,
 }
 
+/// An edge's endpoint, with the id and the edge's line, so that looking it
+/// up and listing it as an external ref read no row (48 bytes: a batch of
+/// edges whose nodes are stored holds two per edge).
 #[derive(Clone, Copy)]
-struct Unresolved {
+struct Unresolved<'a> {
     table: usize,
     row: usize,
     end: End,
+    id: &'a str,
+    line: u64,
 }
 
 /// `@unique` tuples and `@card` sources of one table, counted in row order.
@@ -293,8 +322,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
     /// The checks of a batch of `schema`, in the maps and chunks of
     /// `recycled` (emptied first; a table without maps there gets new ones).
     pub fn new(schema: &'s Schema, mode: Mode, keep: Keep, texts: &'a Bump, recycled: Recycled<'a>) -> Self {
-        let Recycled { maps, chunks: spare } = recycled;
+        let Recycled { maps, chunks: spare, endpoints } = recycled;
         let mut maps = maps.into_iter();
+        let mut endpoints = endpoints.into_iter();
         Accepted {
             schema,
             mode,
@@ -317,11 +347,18 @@ impl<'s, 'a> Accepted<'s, 'a> {
                     }
                 })
                 .collect(),
-            pending: schema.types.iter().map(|_| Vec::new()).collect(),
-            unresolved: schema.types.iter().map(|_| Vec::new()).collect(),
+            pending: schema.types.iter().map(|_| endpoints.next().unwrap_or_default()).collect(),
+            unresolved: schema.types.iter().map(|_| endpoints.next().unwrap_or_default()).collect(),
             folded: 0,
+            gave_up: false,
             spare,
         }
+    }
+
+    /// Whether this pass, keeping no rows, met a check that names one: its
+    /// batch must be run again by a pass that keeps rows.
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
     }
 
     /// Whether rows are given whole values (blobs, vectors and lists built).
@@ -333,6 +370,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
     /// when kept, else left for the next record), and checks it against the
     /// rows so far.
     pub fn push(&mut self, t: usize, row: ReadRow<'a>, values: &mut Vec<Val<'a>>, sink: &mut ErrorSink) {
+        if self.gave_up {
+            return;
+        }
         let texts = self.texts;
         // Field by field, not through a `map` method on `RowOf`: that made
         // every caller copy the row first (+0.5 % of validating's
@@ -355,13 +395,14 @@ impl<'s, 'a> Accepted<'s, 'a> {
             self.tuples.push(tuple);
         }
         let full = self.tables[t].waiting.push(i, &row, &self.tuples);
+        let (src, dst) = (row.src, row.dst);
         self.rows[t].push(def, row, values, self.tuples.drain(..), &mut self.spare);
         if full {
             self.settle_waiting(t, sink);
         }
         if let (Some(from), Some(to)) = (def.from, def.to) {
-            for (end, node_type) in [(End::From, from), (End::To, to)] {
-                self.pending[node_type].push(Unresolved { table: t, row: i, end });
+            for (end, node_type, id) in [(End::From, from, src), (End::To, to, dst)] {
+                self.pending[node_type].push(Unresolved { table: t, row: i, end, id, line });
                 if self.pending[node_type].len() == LOOKUP_GROUP {
                     self.look_up_pending(node_type, sink);
                 }
@@ -371,18 +412,24 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
     /// Folds the ids of table `t`'s waiting rows, then counts their tuples,
     /// sources and sizes. Once a row of the table died, the counts stop:
-    /// `finish` counts the table again over the rows that survive.
+    /// `finish` counts the table again over the rows that survive. A pass
+    /// that keeps no rows gives up at the first id seen twice, `@unique`
+    /// clash or `@card` excess: each needs a row named or counted again.
     fn settle_waiting(&mut self, t: usize, sink: &mut ErrorSink) {
-        let (def, mode) = (&self.schema.types[t], self.mode);
+        let (def, mode, keeps_rows) = (&self.schema.types[t], self.mode, self.keep.rows());
         let rows = &self.rows[t];
         let TableChecks { ids, dead, tallies, waiting, arrow_bytes, keyed_bytes } = &mut self.tables[t];
-        if waiting.len == 0 {
+        if waiting.len == 0 || self.gave_up {
             return;
         }
         ids.read_ahead(&mut waiting.ids);
         for (i, id, h) in waiting.ids.iter() {
             match ids.insert_new_hashed(id, h, i) {
                 None => {}
+                Some(_) if !keeps_rows => {
+                    self.gave_up = true;
+                    return;
+                }
                 Some(earlier) if mode == Mode::Merge => {
                     dead.push(*earlier);
                     *earlier = i;
@@ -409,6 +456,9 @@ impl<'s, 'a> Accepted<'s, 'a> {
             tallies.count_group(waiting);
             *arrow_bytes += waiting.arrow_bytes;
             *keyed_bytes += waiting.keyed_bytes;
+            if !keeps_rows && !(tallies.clashes.is_empty() && tallies.over_card.is_empty()) {
+                self.gave_up = true;
+            }
         }
         waiting.clear();
     }
@@ -426,7 +476,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
         } else {
             let mut keys = [""; LOOKUP_GROUP];
             for (key, u) in keys.iter_mut().zip(&pending) {
-                *key = self.endpoint(u).2;
+                *key = u.id;
             }
             let mut found = [false; LOOKUP_GROUP];
             self.tables[node_type].ids.contains_each(&keys[..pending.len()], &mut found[..pending.len()]);
@@ -436,24 +486,25 @@ impl<'s, 'a> Accepted<'s, 'a> {
         self.pending[node_type] = pending;
     }
 
-    /// The node type an endpoint names, its edge's row and the id. Always
-    /// inlined: called once per endpoint from `look_up_pending`'s loop,
-    /// which inlining left it out of (+1.9 % of validating's instructions
-    /// on the bench batch).
-    #[inline(always)]
-    fn endpoint(&self, u: &Unresolved) -> (usize, &Row<'a>, &str) {
+    /// The node type an endpoint names.
+    fn node_type(&self, u: &Unresolved<'_>) -> usize {
         let def = &self.schema.types[u.table];
-        let row = &self.rows[u.table][u.row];
         match u.end {
-            End::From => (def.from.expect("an edge"), row, row.src),
-            End::To => (def.to.expect("an edge"), row, row.dst),
+            End::From => def.from.expect("an edge"),
+            End::To => def.to.expect("an edge"),
         }
     }
 
-    /// Settles what later rows could change and runs the bounds.
-    pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Settled<'a> {
+    /// Settles what later rows could change and runs the bounds. A pass
+    /// that keeps no rows gives its maps back instead (`Err`) when it gave
+    /// up, or when a bound is exceeded (the error names the row at which
+    /// the running total crosses it).
+    pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Result<Settled<'a>, Recycled<'a>> {
         for t in 0..self.rows.len() {
             self.settle_waiting(t, sink);
+        }
+        if self.gave_up {
+            return Err(self.recycled());
         }
         // Every id is in now: the endpoints still pending are looked up once, below.
         for (unresolved, pending) in self.unresolved.iter_mut().zip(&mut self.pending) {
@@ -480,18 +531,24 @@ impl<'s, 'a> Accepted<'s, 'a> {
         // errors below may come in any order: the sink keeps and orders them
         // by their own key.
         let mut refs: Vec<(u64, &Unresolved)> = Vec::with_capacity(self.unresolved.iter().map(Vec::len).sum());
+        let mut needs_rows = false;
         for u in self.unresolved.iter().flatten() {
             if dead[u.table].get(u.row) == Some(&true) {
                 continue;
             }
             let def = &schema.types[u.table];
-            let (node_type, row, id) = self.endpoint(u);
+            let (node_type, id) = (self.node_type(u), u.id);
             if self.tables[node_type].ids.get(id).is_some() {
                 continue;
             }
             if self.mode == Mode::Overwrite && !self.rows[node_type].is_empty() {
                 let node_name = &schema.types[node_type].name;
                 let member = if u.end == End::From { "from" } else { "to" };
+                // The error is at the edge's row: a pass that keeps none gives up.
+                let Some(row) = self.rows[u.table].get(u.row) else {
+                    needs_rows = true;
+                    break;
+                };
                 let line = row.line;
                 sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
                     format!(
@@ -503,15 +560,17 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 continue;
             }
             // A line number is below 2^63 (it counts bytes of one batch).
-            refs.push((row.line << 1 | (u.end == End::To) as u64, u));
+            refs.push((u.line << 1 | (u.end == End::To) as u64, u));
+        }
+        if needs_rows {
+            return Err(self.recycled());
         }
         refs.sort_by_key(|&(line_end, _)| line_end);
         let external_refs = refs
             .iter()
             .map(|&(_, u)| {
-                let (node_type, row, id) = self.endpoint(u);
-                let (edge, node_type) = (names[u.table].clone(), names[node_type].clone());
-                ExternalRef { edge, end: u.end, node_type, id: id.into(), line: row.line }
+                let (edge, node_type) = (names[u.table].clone(), names[self.node_type(u)].clone());
+                ExternalRef { edge, end: u.end, node_type, id: u.id.into(), line: u.line }
             })
             .collect();
         for (((def, table), rows), dead) in schema.types.iter().zip(&mut self.tables).zip(&mut self.rows).zip(dead) {
@@ -526,13 +585,32 @@ impl<'s, 'a> Accepted<'s, 'a> {
         for ((def, table), rows) in schema.types.iter().zip(&self.tables).zip(&self.rows) {
             table.tallies.report(def, rows, sink);
         }
-        check_bounds(schema, options, &self.tables, &self.rows, sink);
+        if check_bounds(schema, options, &self.tables, &self.rows, sink).is_err() {
+            return Err(self.recycled());
+        }
+        let folded = self.folded;
+        let rows = std::mem::take(&mut self.rows);
+        Ok(Settled { tables: rows, folded, external_refs, recycled: self.recycled() })
+    }
+
+    /// The checks' maps, the spare chunks and the endpoint lists, emptied,
+    /// for the next pass or batch.
+    fn recycled(self) -> Recycled<'a> {
         let maps = self
             .tables
             .into_iter()
             .map(|table| TableMaps { ids: table.ids, uniques: table.tallies.uniques, sources: table.tallies.sources })
             .collect();
-        Settled { tables: self.rows, folded: self.folded, external_refs, recycled: Recycled { maps, chunks: self.spare } }
+        let endpoints = self
+            .pending
+            .into_iter()
+            .chain(self.unresolved)
+            .map(|mut endpoints| {
+                endpoints.clear();
+                endpoints
+            })
+            .collect();
+        Recycled { maps, chunks: self.spare, endpoints }
     }
 }
 
@@ -557,16 +635,20 @@ fn at_row(row: &Row<'_>) -> Position {
     Position { line: row.line, offset: row.offset, column: 0 }
 }
 
+/// A check had to name a row, and the pass keeps none ([`Keep::Count`]).
+struct NeedsRows;
+
 /// When `total` is over `limit`: the row at which the running total of
 /// `sized`, in line order, first exceeds it. Only a batch over the limit
-/// pays for collecting and ordering the rows.
+/// pays for collecting and ordering the rows; rows that are only counted
+/// cannot say where (`NeedsRows`).
 fn crossing<'r, 'a: 'r>(
     total: u64,
     sized: impl Iterator<Item = (&'r Row<'a>, u64)>,
     limit: u64,
-) -> Option<(&'r Row<'a>, u64)> {
+) -> Result<Option<(&'r Row<'a>, u64)>, NeedsRows> {
     if total <= limit {
-        return None;
+        return Ok(None);
     }
     let mut sized: Vec<_> = sized.collect();
     sized.sort_by_key(|(row, _)| row.line);
@@ -577,17 +659,26 @@ fn crossing<'r, 'a: 'r>(
             running += size;
             running > limit
         })
-        .expect("the total exceeds the limit");
-    Some((row, total))
+        .ok_or(NeedsRows)?;
+    Ok(Some((row, total)))
 }
 
-fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], rows: &[Rows<'_>], sink: &mut ErrorSink) {
+/// The bounds on rows and bytes (SPEC §5), from the tables' totals; each
+/// error names the row where its total crosses the bound, so a pass that
+/// keeps no rows stops at the first (`NeedsRows`).
+fn check_bounds(
+    schema: &Schema,
+    options: &Options,
+    tables: &[TableChecks<'_>],
+    rows: &[Rows<'_>],
+    sink: &mut ErrorSink,
+) -> Result<(), NeedsRows> {
     let limits = &options.limits;
     let keyed = options.mode != Mode::Overwrite;
     let all = || rows.iter().flat_map(Rows::iter);
     for ((def, table), rows) in schema.types.iter().zip(tables).zip(rows) {
         if keyed && rows.len() as u64 > limits.max_table_rows {
-            let row = &rows[limits.max_table_rows as usize];
+            let row = rows.get(limits.max_table_rows as usize).ok_or(NeedsRows)?;
             sink.push_limit(
                 at_row(row),
                 ErrorCode::TableRowsLimit,
@@ -603,7 +694,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], 
             );
         }
         let sized = rows.iter().map(|row| (row, row.arrow_bytes));
-        if let Some((row, total)) = crossing(table.arrow_bytes, sized, limits.max_table_bytes) {
+        if let Some((row, total)) = crossing(table.arrow_bytes, sized, limits.max_table_bytes)? {
             sink.push_limit(
                 at_row(row),
                 ErrorCode::TableBytesLimit,
@@ -620,7 +711,7 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], 
     }
     let arrow_bytes = tables.iter().map(|table| table.arrow_bytes).sum();
     let sized = all().map(|row| (row, row.arrow_bytes));
-    if let Some((row, total)) = crossing(arrow_bytes, sized, limits.max_total_arrow_bytes) {
+    if let Some((row, total)) = crossing(arrow_bytes, sized, limits.max_total_arrow_bytes)? {
         sink.push_limit(
             at_row(row),
             ErrorCode::TableBytesLimit,
@@ -632,11 +723,11 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], 
         );
     }
     if !keyed {
-        return;
+        return Ok(());
     }
     let keyed_bytes = tables.iter().map(|table| table.keyed_bytes).sum();
     let sized = all().map(|row| (row, keyed_parse_bytes(row)));
-    if let Some((row, total)) = crossing(keyed_bytes, sized, limits.max_keyed_parse_bytes) {
+    if let Some((row, total)) = crossing(keyed_bytes, sized, limits.max_keyed_parse_bytes)? {
         sink.push_limit(
             at_row(row),
             ErrorCode::BatchBytesLimit,
@@ -647,4 +738,5 @@ fn check_bounds(schema: &Schema, options: &Options, tables: &[TableChecks<'_>], 
             ),
         );
     }
+    Ok(())
 }

@@ -104,8 +104,7 @@ impl Scratch {
         let recycled = std::mem::take(&mut self.recycled);
         let batch::Outcome { report, mut tables, recycled } = batch::run(schema, options, batch, keep, &self.texts, recycled);
         let result = then(report, &mut tables);
-        let checks::Recycled { maps, chunks } = recycled;
-        self.recycled = checks::Recycled { maps, chunks: chunks.relent().take_back(tables) };
+        self.recycled = recycled.relent(tables);
         result
     }
 }

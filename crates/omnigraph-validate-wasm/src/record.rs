@@ -82,7 +82,13 @@ pub struct Rows<'a> {
 /// What a table keeps of its rows' values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// Nothing: validation (blobs, vectors and lists are only measured).
+    /// No row at all, only their number: validation's first pass, which
+    /// gives up for a pass that keeps rows when a check must name one
+    /// ([`crate::checks::Accepted`]). Rows are most of a batch's state, and
+    /// a batch whose checks name no row does not need them.
+    Count,
+    /// The rows without their values: validation (blobs, vectors and lists
+    /// are only measured).
     Nothing,
     /// Their Arrow columns, written as the rows arrive (`prepare`).
     Columns,
@@ -95,7 +101,12 @@ pub enum Keep {
 impl Keep {
     /// Whether whole values are read (blobs, vectors and lists built).
     pub fn values(self) -> bool {
-        self != Keep::Nothing
+        !matches!(self, Keep::Count | Keep::Nothing)
+    }
+
+    /// Whether the rows themselves are kept.
+    pub fn rows(self) -> bool {
+        self != Keep::Count
     }
 }
 
@@ -116,7 +127,7 @@ impl<'a> Chunk<'a> {
 /// A vector's memory, emptied, for items of another type of the same size
 /// (here: the same type borrowing for another lifetime). Collecting an
 /// empty `vec::IntoIter` through `map` reuses its buffer.
-fn emptied<T, U>(mut items: Vec<T>) -> Vec<U> {
+pub fn emptied<T, U>(mut items: Vec<T>) -> Vec<U> {
     items.clear();
     items.into_iter().map(|_| unreachable!("the vector is empty")).collect()
 }
@@ -154,7 +165,7 @@ impl<'a> Rows<'a> {
     /// of their values.
     pub fn new(def: &TypeDef, keep: Keep) -> Self {
         let (width, tuple_width) = (def.props.len(), def.uniques.len());
-        let chunk_values = if matches!(keep, Keep::Nothing | Keep::Columns) { 0 } else { width };
+        let chunk_values = if matches!(keep, Keep::Count | Keep::Nothing | Keep::Columns) { 0 } else { width };
         let row_bytes = std::mem::size_of::<Row>() + chunk_values * std::mem::size_of::<Val>();
         let columns = (keep == Keep::Columns).then(|| Columns::new(def));
         Rows { keep, width, tuple_width, per_chunk: (CHUNK_BYTES / row_bytes).max(1), chunks: Vec::new(), len: 0, columns }
@@ -179,6 +190,11 @@ impl<'a> Rows<'a> {
         self.len == 0
     }
 
+    /// Row `i`, unless the rows are only counted ([`Keep::Count`]).
+    pub fn get(&self, i: usize) -> Option<&Row<'a>> {
+        self.chunks.get(i / self.per_chunk)?.rows.get(i % self.per_chunk)
+    }
+
     /// Appends a row of `def` (this table's type), what the rows keep of its
     /// `values` (taken from the buffer only when kept whole; otherwise left
     /// there for the next record to overwrite) and its `@unique` tuples
@@ -192,6 +208,7 @@ impl<'a> Rows<'a> {
         spare: &mut SpareChunks<'a>,
     ) {
         match self.keep {
+            Keep::Count => self.len += 1,
             Keep::Nothing => self.push_row(row, std::iter::empty(), tuples, spare),
             Keep::Columns => {
                 self.columns.as_mut().expect("rows that write columns have them").push(def, values);
