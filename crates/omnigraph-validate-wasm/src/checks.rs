@@ -456,7 +456,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
             tallies.count_group(waiting);
             *arrow_bytes += waiting.arrow_bytes;
             *keyed_bytes += waiting.keyed_bytes;
-            if !keeps_rows && !(tallies.clashes.is_empty() && tallies.over_card.is_empty()) {
+            let named = !tallies.clashes.is_empty() || !tallies.over_card.is_empty();
+            if named && !keeps_rows {
                 self.gave_up = true;
             }
         }
