@@ -498,8 +498,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
     /// Settles what later rows could change and runs the bounds. A pass
     /// that keeps no rows gives its maps back instead (`Err`) when it gave
-    /// up, or when a bound is exceeded (the error names the row at which
-    /// the running total crosses it).
+    /// up, or when an error here names a row: a bound exceeded (at the row
+    /// where its total crosses it), a dangling endpoint (at its edge's row).
     pub fn finish(mut self, options: &Options, sink: &mut ErrorSink) -> Result<Settled<'a>, Recycled<'a>> {
         for t in 0..self.rows.len() {
             self.settle_waiting(t, sink);
