@@ -21,9 +21,10 @@
 //! sink orders errors itself, whatever order they are found in.
 //!
 //! Validation's first pass keeps no rows ([`Keep::Count`]): wherever a
-//! check must name a row (an id seen twice, a `@unique` clash, a `@card`
+//! check must name a row (a duplicate id, a `@unique` clash, a `@card`
 //! excess, a bound exceeded, a dangling endpoint) it gives up instead, and
-//! the batch is run again by a pass that keeps them (`batch::run`).
+//! the batch is run again by a pass that keeps them (`batch::run`). It
+//! counts on past a merge's fold ([`Accepted::settle_waiting`]).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -107,11 +108,13 @@ struct TableChecks<'a> {
     /// Each id → the row that holds it now.
     ids: StrMap<usize>,
     /// Rows folded away or refused as duplicates.
-    dead: Vec<usize>,
+    dead: Dead,
     /// The rows after the last full group: their ids are not folded yet,
     /// their tuples, sources and sizes not counted.
     waiting: Waiting<'a>,
     tallies: Tallies<'a>,
+    /// The rows' sizes, summed (rows only counted: a bound from above once
+    /// one was folded away, see [`Accepted::settle_waiting`]).
     arrow_bytes: u64,
     keyed_bytes: u64,
 }
@@ -130,10 +133,11 @@ struct Unresolved<'a> {
 
 /// `@unique` tuples and `@card` sources of one table, counted in row order.
 struct Tallies<'a> {
-    /// Per `@unique`: each tuple → the line of the first row with it.
-    uniques: Vec<StrMap<u64>>,
-    /// (unique, row, its tuple, line of the row that has the tuple already).
-    clashes: Vec<(usize, usize, &'a str, u64)>,
+    /// Per `@unique`: each tuple → the first row with it (or, when that
+    /// row died before the tuple came again, the row that came next).
+    uniques: Vec<StrMap<usize>>,
+    /// (unique, row, its tuple, the row that has the tuple already).
+    clashes: Vec<(usize, usize, &'a str, usize)>,
     /// Per source: edges counted, when the type has `@card`.
     sources: Option<StrMap<u64>>,
     /// Rows at which their source passes `@card`.
@@ -146,7 +150,6 @@ struct Waiting<'a> {
     /// The first waiting row.
     first: usize,
     len: usize,
-    lines: [u64; LOOKUP_GROUP],
     ids: KeyGroup<'a>,
     /// Per `@unique`: the rows' tuples (none when a member is null).
     tuples: Vec<KeyGroup<'a>>,
@@ -162,7 +165,6 @@ impl<'a> Waiting<'a> {
         Waiting {
             first: 0,
             len: 0,
-            lines: [0; LOOKUP_GROUP],
             ids: KeyGroup::default(),
             tuples: def.uniques.iter().map(|_| KeyGroup::default()).collect(),
             sources: def.card_max.map(|max| (max, KeyGroup::default())),
@@ -180,11 +182,10 @@ impl<'a> Waiting<'a> {
         self.push_counted(i, row, tuples)
     }
 
-    /// Adds only what [`Tallies::count_group`] reads of row `i` (its line,
-    /// tuples and source): a recount has folded the ids and summed the sizes.
+    /// Adds only what [`Tallies::count_group`] reads of row `i` (its tuples
+    /// and source): a recount has folded the ids and summed the sizes.
     fn push_counted(&mut self, i: usize, row: &Row<'a>, tuples: &[Option<&'a str>]) -> bool {
         debug_assert_eq!(i, self.first + self.len, "rows wait in order");
-        self.lines[self.len] = row.line;
         self.len += 1;
         for (group, &tuple) in self.tuples.iter_mut().zip(tuples) {
             group.push(i, tuple);
@@ -212,8 +213,40 @@ impl<'a> Waiting<'a> {
 #[derive(Default)]
 pub struct TableMaps {
     ids: StrMap<usize>,
-    uniques: Vec<StrMap<u64>>,
+    uniques: Vec<StrMap<usize>>,
     sources: Option<StrMap<u64>>,
+}
+
+/// Which rows of a table were folded away or refused as duplicates: a flag
+/// per row up to the last of them (none died: no flag).
+#[derive(Default)]
+struct Dead(Vec<bool>);
+
+impl Dead {
+    fn mark(&mut self, i: usize) {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, false);
+        }
+        self.0[i] = true;
+    }
+
+    #[inline]
+    fn has(&self, i: usize) -> bool {
+        self.0.get(i) == Some(&true)
+    }
+
+    fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    /// The flags, one per row of `rows` rows (none when none died).
+    fn take_flags(&mut self, rows: usize) -> Vec<bool> {
+        let mut flags = std::mem::take(&mut self.0);
+        if !flags.is_empty() {
+            flags.resize(rows, false);
+        }
+        flags
+    }
 }
 
 impl TableMaps {
@@ -240,32 +273,48 @@ impl<'a> Tallies<'a> {
         self.sources.iter_mut().for_each(StrMap::clear);
         self.clashes.clear();
         self.over_card.clear();
-        let mut waiting = Waiting::new(def);
+        let (mut waiting, none_dead) = (Waiting::new(def), Dead::default());
         for (i, (row, tuples)) in rows.with_tuples().enumerate() {
             if waiting.push_counted(i, row, tuples) {
-                self.count_group(&mut waiting);
+                self.count_group(&mut waiting, &none_dead);
                 waiting.clear();
             }
         }
-        self.count_group(&mut waiting);
+        self.count_group(&mut waiting, &none_dead);
     }
 
     /// Counts the `waiting` rows' tuples and sources in row order, one map
     /// at a time: the order of inserts into each map is the rows' order,
-    /// and no map's result depends on another's.
-    fn count_group(&mut self, waiting: &mut Waiting<'a>) {
-        let line = |i: usize| waiting.lines[i - waiting.first];
+    /// and no map's result depends on another's. A row already `dead`
+    /// (folded away) is not counted. A tuple whose row died since it was
+    /// counted passes to the next row with it: while the dead row held it,
+    /// no other row had it without a clash, so the next one clashes with
+    /// none of the rows that survive. A source whose edge died since stays
+    /// counted: the count bounds the surviving edges' from above, so an
+    /// excess among them is never missed (only the first pass, which gives
+    /// up at any excess, counts past a death).
+    fn count_group(&mut self, waiting: &mut Waiting<'a>, dead: &Dead) {
         for ((u, seen), tuples) in self.uniques.iter_mut().enumerate().zip(&mut waiting.tuples) {
             seen.read_ahead(tuples);
             for (i, tuple, h) in tuples.iter() {
-                if let Some(earlier) = seen.insert_new_hashed(tuple, h, line(i)) {
-                    self.clashes.push((u, i, tuple, *earlier));
+                if dead.has(i) {
+                    continue;
+                }
+                if let Some(holder) = seen.insert_new_hashed(tuple, h, i) {
+                    if dead.has(*holder) {
+                        *holder = i;
+                    } else {
+                        self.clashes.push((u, i, tuple, *holder));
+                    }
                 }
             }
         }
         if let (Some(sources), Some((max, waiting_sources))) = (&mut self.sources, &mut waiting.sources) {
             sources.read_ahead(waiting_sources);
             for (i, src, h) in waiting_sources.iter() {
+                if dead.has(i) {
+                    continue;
+                }
                 let n = sources.insert_new_hashed(src, h, 1).map_or(1, |n| {
                     *n += 1;
                     *n
@@ -279,7 +328,7 @@ impl<'a> Tallies<'a> {
 
     fn report(&self, def: &TypeDef, rows: &Rows<'_>, sink: &mut ErrorSink) {
         for (u, i, tuple, earlier) in &self.clashes {
-            let (members, row, earlier) = (&def.uniques[*u], &rows[*i], *earlier);
+            let (members, row, earlier) = (&def.uniques[*u], &rows[*i], rows[*earlier].line);
             let path = match members.as_slice() {
                 [UniqueMember::Prop(p)] => format!("/data/{}", def.props[*p].name),
                 _ => String::new(),
@@ -339,7 +388,7 @@ impl<'s, 'a> Accepted<'s, 'a> {
                     let TableMaps { ids, uniques, sources } = maps.next().unwrap_or_default().emptied_for(def);
                     TableChecks {
                         ids,
-                        dead: Vec::new(),
+                        dead: Dead::default(),
                         waiting: Waiting::new(def),
                         tallies: Tallies { uniques, clashes: Vec::new(), sources, over_card: Vec::new() },
                         arrow_bytes: 0,
@@ -412,9 +461,15 @@ impl<'s, 'a> Accepted<'s, 'a> {
 
     /// Folds the ids of table `t`'s waiting rows, then counts their tuples,
     /// sources and sizes. Once a row of the table died, the counts stop:
-    /// `finish` counts the table again over the rows that survive. A pass
-    /// that keeps no rows gives up at the first id seen twice, `@unique`
-    /// clash or `@card` excess: each needs a row named or counted again.
+    /// `finish` counts the table again over the rows that survive.
+    ///
+    /// A pass that keeps no rows has none to count again. It gives up at
+    /// a duplicate id (its error names the earlier row) and at a `@unique`
+    /// clash or a `@card` excess, and goes on counting past a fold: the
+    /// row folded away passes its tuples on ([`Tallies::count_group`]), and
+    /// its `@card` source and sizes stay counted, bounds from above of the
+    /// surviving rows' (an excess or a bound they exceed is never missed,
+    /// and one over the bounds only makes the pass give up).
     fn settle_waiting(&mut self, t: usize, sink: &mut ErrorSink) {
         let (def, mode, keeps_rows) = (&self.schema.types[t], self.mode, self.keep.rows());
         let rows = &self.rows[t];
@@ -426,17 +481,17 @@ impl<'s, 'a> Accepted<'s, 'a> {
         for (i, id, h) in waiting.ids.iter() {
             match ids.insert_new_hashed(id, h, i) {
                 None => {}
-                Some(_) if !keeps_rows => {
+                Some(_) if !keeps_rows && mode != Mode::Merge => {
                     self.gave_up = true;
                     return;
                 }
                 Some(earlier) if mode == Mode::Merge => {
-                    dead.push(*earlier);
+                    dead.mark(*earlier);
                     *earlier = i;
                     self.folded += 1;
                 }
                 Some(earlier) => {
-                    dead.push(i);
+                    dead.mark(i);
                     let row = &rows[i];
                     let line = row.line;
                     let earlier_line = rows[*earlier].line;
@@ -452,8 +507,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 }
             }
         }
-        if dead.is_empty() {
-            tallies.count_group(waiting);
+        if !keeps_rows || !dead.any() {
+            tallies.count_group(waiting, dead);
             *arrow_bytes += waiting.arrow_bytes;
             *keyed_bytes += waiting.keyed_bytes;
             let named = !tallies.clashes.is_empty() || !tallies.over_card.is_empty();
@@ -512,18 +567,8 @@ impl<'s, 'a> Accepted<'s, 'a> {
             unresolved.append(pending);
         }
         let schema = self.schema;
-        let dead: Vec<Vec<bool>> = self
-            .tables
-            .iter()
-            .zip(&self.rows)
-            .map(|(table, rows)| {
-                let mut flags = vec![false; if table.dead.is_empty() { 0 } else { rows.len() }];
-                for &i in &table.dead {
-                    flags[i] = true;
-                }
-                flags
-            })
-            .collect();
+        let dead: Vec<Vec<bool>> =
+            self.tables.iter_mut().zip(&self.rows).map(|(table, rows)| table.dead.take_flags(rows.len())).collect();
         // Each type's name once: every ref of a type shares it.
         let names: Vec<Arc<str>> = schema.types.iter().map(|def| Arc::from(def.name.as_str())).collect();
         // The refs in report order, (line, end), which is unique per ref:
@@ -579,9 +624,12 @@ impl<'s, 'a> Accepted<'s, 'a> {
                 continue;
             }
             rows.remove_flagged(def, &dead);
-            table.tallies.recount(def, rows);
-            table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
-            table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();
+            // Rows only counted were counted past the fold (`settle_waiting`).
+            if self.keep.rows() {
+                table.tallies.recount(def, rows);
+                table.arrow_bytes = rows.iter().map(|row| row.arrow_bytes).sum();
+                table.keyed_bytes = rows.iter().map(keyed_parse_bytes).sum();
+            }
         }
         for ((def, table), rows) in schema.types.iter().zip(&self.tables).zip(&self.rows) {
             table.tallies.report(def, rows, sink);

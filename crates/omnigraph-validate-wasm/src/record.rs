@@ -285,6 +285,10 @@ impl<'a> Rows<'a> {
     /// Keeps the rows (of table `def`) whose flag (one per row) is false,
     /// with what they keep of their values and their tuples.
     pub fn remove_flagged(&mut self, def: &TypeDef, flags: &[bool]) {
+        if self.keep == Keep::Count {
+            self.len -= flags.iter().filter(|&&flag| flag).count();
+            return;
+        }
         if let Some(columns) = &mut self.columns {
             columns.remove_flagged(def, flags);
         }
@@ -309,7 +313,7 @@ impl<'a> std::ops::Index<usize> for Rows<'a> {
     type Output = Row<'a>;
 
     fn index(&self, i: usize) -> &Row<'a> {
-        &self.chunks[i / self.per_chunk].rows[i % self.per_chunk]
+        self.get(i).expect("a kept row")
     }
 }
 
