@@ -9,11 +9,20 @@ fn main() {
         eprintln!("usage: replay <target> <dir>");
         std::process::exit(2);
     };
-    let mut ran = 0;
+    let (mut ran, mut vanished) = (0, 0);
     for path in omnigraph_fuzz_harness::input_files(dir.as_ref()) {
-        let data = std::fs::read(&path).expect("readable input");
+        // A fuzzer running on the corpus may remove a file it reduced
+        // between the listing and the read.
+        let data = match std::fs::read(&path) {
+            Ok(data) => data,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                vanished += 1;
+                continue;
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
+        };
         omnigraph_fuzz_harness::run(&target, &data);
         ran += 1;
     }
-    println!("{target}: {ran} inputs from {dir} pass");
+    println!("{target}: {ran} inputs from {dir} pass ({vanished} removed while replaying)");
 }
