@@ -585,8 +585,16 @@ mod tests {
         // against no later row, in its group of rows or in a later one, and
         // its @card source is not counted when it dies in its group.
         let a_no_email = r#"{"type":"P","data":{"name":"a"}}"#;
-        let fillers: Vec<String> = (0..40).map(|n| format!(r#"{{"type":"P","data":{{"name":"f{n}"}}}}"#)).collect();
-        let fillers: Vec<&str> = fillers.iter().map(String::as_str).collect();
+        // 40 records made from a template of their number (more than a group of rows).
+        let forty = |record: fn(usize) -> String| (0..40).map(record).collect::<Vec<String>>();
+        fn borrowed(records: &[String]) -> Vec<&str> {
+            records.iter().map(String::as_str).collect()
+        }
+        let (fillers, edges) = (
+            forty(|n| format!(r#"{{"type":"P","data":{{"name":"f{n}"}}}}"#)),
+            forty(|n| format!(r#"{{"edge":"K","id":"k{n}","from":"f{n}","to":"a"}}"#)),
+        );
+        let (fillers, edges) = (borrowed(&fillers), borrowed(&edges));
         let after = |head: &[&str], tail: &[&str]| lines(&[head, &fillers, tail].concat());
         assert!(first_pass_finishes(&merge, &lines(&[a, a])));
         assert!(first_pass_finishes(&merge, &lines(&[a, b_same_email, b])));
@@ -598,8 +606,6 @@ mod tests {
         // survive, or with a row folded away only in a later group), a
         // @card excess (also one counted with an edge folded away only in
         // a later group), a bound exceeded, a dangling endpoint.
-        let edges: Vec<String> = (0..40).map(|n| format!(r#"{{"edge":"K","id":"k{n}","from":"f{n}","to":"a"}}"#)).collect();
-        let edges: Vec<&str> = edges.iter().map(String::as_str).collect();
         assert!(!first_pass_finishes(&merge, &after(&[&[a, b, k][..], &edges].concat(), &[k])));
         assert!(!first_pass_finishes(&append, &lines(&[a, a])));
         assert!(!first_pass_finishes(&merge, &lines(&[a, a, b_same_email])));
