@@ -32,8 +32,10 @@ const CHECKPOINT_KEY = 'omnigraph.upload';
 let openSeq = 0;
 /** Bumped by each validation, so a stale report is dropped. */
 let validationSeq = 0;
-/** Whether the Worker got the validator bytes (once; the same bytes for every graph). */
+/** Whether the Worker got the validator (once; the same module for every graph). */
 let workerLoaded = false;
+/** The page's validator, loaded once (loadValidator); null until asked for or after a failed load. */
+let validatorLoad = null;
 
 function status(text, isError = false) {
   $('status').textContent = text;
@@ -42,6 +44,37 @@ function status(text, isError = false) {
 
 async function hex(buffer) {
   return [...new Uint8Array(await crypto.subtle.digest('SHA-256', buffer))].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * The validator artifact: the SHA-256 of its bytes and, when this browser
+ * runs them, the module compiled from that very response. Compiled by
+ * streaming from the response, not from a copy of its bytes: only then
+ * does the browser keep the optimised code beside its cached copy of the
+ * file (V8's code cache), so a returning visit's first batch runs on it
+ * from the start, also after the host's 304 revalidation
+ * (docs/performance.md, "A returning visit"). Loaded once per page; a
+ * failed load is tried again at the next open.
+ */
+function loadValidator() {
+  validatorLoad ??= (async () => {
+    const response = await fetch('/web/pkg/web/validate_bg.wasm');
+    if (!response.ok) throw new Error(`the validator: HTTP ${response.status}`);
+    const copy = response.clone();
+    // Started at once, so compilation overlaps the download; a browser
+    // that cannot run the bytes rejects here and is told so below.
+    const compiling = typeof globalThis.WebAssembly?.compileStreaming === 'function'
+      ? WebAssembly.compileStreaming(response).catch(() => null)
+      : null;
+    const bytes = await copy.arrayBuffer();
+    const sha256 = await hex(bytes);
+    const module = runsValidator(bytes) ? await compiling : null;
+    return { sha256, module };
+  })().catch((e) => {
+    validatorLoad = null;
+    throw e;
+  });
+  return validatorLoad;
 }
 
 function token() {
@@ -88,27 +121,27 @@ async function openGraph(id) {
   $('rules').classList.remove('error');
   $('rules').textContent = `Opening ${id}…`;
   try {
-    const [schema, rules, branches, wasm] = await Promise.all([
+    const [schema, rules, branches, validator] = await Promise.all([
       getJson(`/graphs/${id}/schema`, id),
       getJson(`/graphs/${id}/rules`, id),
       getJson(`/graphs/${id}/branches`, id),
-      fetch('/web/pkg/web/validate_bg.wasm').then((r) => r.arrayBuffer()),
+      loadValidator(),
     ]);
-    const ours = await hex(wasm);
+    const ours = validator.sha256;
     if (seq !== openSeq) return;
     if (ours !== rules.validator_sha256) {
       $('rules').textContent = `This page's validator (sha256 ${ours.slice(0, 12)}…) differs from the host's (${String(rules.validator_sha256).slice(0, 12)}…): reload the page; validation is disabled.`;
       $('rules').classList.add('error');
       return;
     }
-    if (!runsValidator(wasm)) {
+    if (!validator.module) {
       $('rules').textContent = UNSUPPORTED_BROWSER;
       $('rules').classList.add('error');
       return;
     }
     if (!workerLoaded) {
-      // The Worker runs exactly the bytes just hashed, not a second download.
-      worker.postMessage({ kind: 'init', wasm, maxBatchBytes: rules.bounds.max_batch_bytes });
+      // The Worker runs the module compiled from exactly the bytes hashed.
+      worker.postMessage({ kind: 'init', module: validator.module, maxBatchBytes: rules.bounds.max_batch_bytes });
       workerLoaded = true;
     }
     $('rules').classList.remove('error');

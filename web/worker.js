@@ -1,5 +1,6 @@
 // The page's Worker: validates a file of any size with the web build of the
-// validator (the very bytes the page checked against the host's SHA-256),
+// validator (the module the page compiled from the very bytes it checked
+// against the host's SHA-256),
 // split into batches the way the CLI splits it (split.js), and uploads the
 // planned batches one commit each, resuming an interrupted upload by its
 // batch keys. Memory is one batch, never the file.
@@ -18,7 +19,7 @@ self.onmessage = async ({ data }) => {
     if (data.kind === 'init') {
       // Warmed before any file is chosen, so the first one runs on
       // optimised code (warm.js). A failed warm-up costs speed, not service.
-      ready = init({ module_or_path: data.wasm }).then(() => {
+      ready = init({ module_or_path: data.module }).then(() => {
         const start = performance.now();
         try {
           warmUp(compileSchema, data.maxBatchBytes);

@@ -1,5 +1,8 @@
 // A static file server on 127.0.0.1 for browser tests: the repository's
 // web/, tests/vectors/ and tests/bench/ trees, plus /cases.json (the corpus case names).
+// Files are served as the host serves its embedded ones: `no-cache` with a
+// strong ETag (their SHA-256), so a browser keeps them and revalidates (304).
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -31,7 +34,12 @@ export async function serve(extra = {}) {
     }
     try {
       const body = await readFile(file);
-      res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+      const cache = { 'cache-control': 'no-cache', etag: `"${createHash('sha256').update(body).digest('hex')}"` };
+      if (req.headers['if-none-match'] === cache.etag) {
+        res.writeHead(304, cache).end();
+        return;
+      }
+      res.writeHead(200, { ...cache, 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
       res.end(body);
     } catch {
       res.writeHead(404).end();
