@@ -51,10 +51,11 @@ async function hex(buffer) {
  * runs them, the module compiled from that very response. Compiled by
  * streaming from the response, not from a copy of its bytes: only then
  * does the browser keep the optimised code beside its cached copy of the
- * file (V8's code cache), so a returning visit's first batch runs on it
- * from the start, also after the host's 304 revalidation
- * (docs/performance.md, "A returning visit"). Loaded once per page; a
- * failed load is tried again at the next open.
+ * file (V8's code cache), so a returning visit has it as the module loads,
+ * also after the host's 304 revalidation, and its warm-up takes about half
+ * as long (docs/performance.md, "A returning visit"). Loaded once per
+ * page, so an upgraded host is told apart by its SHA-256 (reload the page);
+ * a failed load is tried again at the next open.
  */
 function loadValidator() {
   validatorLoad ??= (async () => {
