@@ -65,9 +65,10 @@ async function visit(profile) {
 async function run(kind) {
   const warm = kind === 'warm' || kind === 'revisit-page';
   const profile = kind.startsWith('revisit') ? await mkdtemp(path.join(os.tmpdir(), 'omnigraph-revisit-')) : undefined;
-  if (profile) await visit(profile);
-  const browser = await launch({ profile });
+  let browser = null;
   try {
+    if (profile) await visit(profile);
+    browser = await launch({ profile });
     const page = await browser.context.newPage();
     await page.goto(`${http.origin}/web/bench/bench.html`);
     return await page.evaluate(async ({ opts, warm, pauseMs, maxBatchBytes }) => {
@@ -93,7 +94,7 @@ async function run(kind) {
       return { times, warmMs };
     }, { opts: options, warm, pauseMs, maxBatchBytes });
   } finally {
-    await browser.close();
+    await browser?.close();
     if (profile) await rm(profile, { recursive: true, force: true });
   }
 }
