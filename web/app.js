@@ -6,6 +6,8 @@
 // bearer token from its token field (kept in sessionStorage only) on every
 // API call.
 
+import { loadValidator } from '/web/load.js';
+
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS_SHOWN = 1000;
 
@@ -16,14 +18,6 @@ const worker = new Worker('/web/worker.js', { type: 'module' });
 // browser versions with them and with module Workers.
 const UNSUPPORTED_BROWSER = 'This browser cannot run the validator: it needs WebAssembly with SIMD, reference types, bulk memory and multi-value (Chrome or Edge 96+, Firefox 114+, Safari 16.4+). Validation is disabled; use a newer browser, or validate with the CLI.';
 
-/** Whether this browser's engine can compile the validator's bytes. */
-function runsValidator(wasm) {
-  try {
-    return typeof WebAssembly === 'object' && WebAssembly.validate(new Uint8Array(wasm));
-  } catch {
-    return false;
-  }
-}
 /** sessionStorage key of the bearer token: this tab only, gone when it closes. */
 const TOKEN_KEY = 'omnigraph.token';
 /** localStorage key prefix of interrupted uploads' checkpoints (no secrets: run, position, work branch). */
@@ -34,7 +28,7 @@ let openSeq = 0;
 let validationSeq = 0;
 /** Whether the Worker got the validator (once; the same module for every graph). */
 let workerLoaded = false;
-/** The page's validator, loaded once (loadValidator); null until asked for or after a failed load. */
+/** The page's validator, loaded once (pageValidator()); null until asked for or after a failed load. */
 let validatorLoad = null;
 
 function status(text, isError = false) {
@@ -42,36 +36,13 @@ function status(text, isError = false) {
   $('status').classList.toggle('error', isError);
 }
 
-async function hex(buffer) {
-  return [...new Uint8Array(await crypto.subtle.digest('SHA-256', buffer))].map((b) => b.toString(16).padStart(2, '0')).join('');
-}
-
 /**
- * The validator artifact: the SHA-256 of its bytes and, when this browser
- * runs them, the module compiled from that very response. Compiled by
- * streaming from the response, not from a copy of its bytes: only then
- * does the browser keep the optimised code beside its cached copy of the
- * file (V8's code cache), so a returning visit has it as the module loads,
- * also after the host's 304 revalidation, and its warm-up takes about half
- * as long (docs/performance.md, "A returning visit"). Loaded once per
- * page, so an upgraded host is told apart by its SHA-256 (reload the page);
- * a failed load is tried again at the next open.
+ * The page's validator (web/load.js), loaded once per page, so an upgraded
+ * host is told apart by its SHA-256 (reload the page); a failed load is
+ * tried again at the next open.
  */
-function loadValidator() {
-  validatorLoad ??= (async () => {
-    const response = await fetch('/web/pkg/web/validate_bg.wasm');
-    if (!response.ok) throw new Error(`the validator: HTTP ${response.status}`);
-    const copy = response.clone();
-    // Started at once, so compilation overlaps the download; a browser
-    // that cannot run the bytes rejects here and is told so below.
-    const compiling = typeof globalThis.WebAssembly?.compileStreaming === 'function'
-      ? WebAssembly.compileStreaming(response).catch(() => null)
-      : null;
-    const bytes = await copy.arrayBuffer();
-    const sha256 = await hex(bytes);
-    const module = runsValidator(bytes) ? await compiling : null;
-    return { sha256, module };
-  })().catch((e) => {
+function pageValidator() {
+  validatorLoad ??= loadValidator().catch((e) => {
     validatorLoad = null;
     throw e;
   });
@@ -126,7 +97,7 @@ async function openGraph(id) {
       getJson(`/graphs/${id}/schema`, id),
       getJson(`/graphs/${id}/rules`, id),
       getJson(`/graphs/${id}/branches`, id),
-      loadValidator(),
+      pageValidator(),
     ]);
     const ours = validator.sha256;
     if (seq !== openSeq) return;

@@ -32,7 +32,8 @@ const CACHE_WRITE_TIMEOUT_MS = 180_000;
 
 /**
  * A first visit on `profile`, as the upload page makes it: the module
- * compiled by streaming, then warmed in the page's Worker (web/worker.js);
+ * loaded by the page's code (web/load.js: compiled by streaming), then
+ * warmed in the page's Worker (web/worker.js);
  * waits for V8 to store its code (with Chromium's defaults, as a user's
  * browser: 2 to 50 s after the warm-up here; see CACHE_AT_ONCE).
  */
@@ -42,7 +43,8 @@ async function visit(profile) {
     const page = await browser.context.newPage();
     await page.goto(`${http.origin}/web/bench/bench.html`);
     await page.evaluate(async (maxBatchBytes) => {
-      const module = await WebAssembly.compileStreaming(fetch('/web/pkg/web/validate_bg.wasm'));
+      const { loadValidator } = await import('/web/load.js');
+      const { module } = await loadValidator();
       const worker = new Worker('/web/worker.js', { type: 'module' });
       await new Promise((resolve, reject) => {
         worker.onmessage = ({ data }) => {

@@ -41,8 +41,9 @@ const INDEX_HTML: &str = include_str!("../../../web/index.html");
 
 /// Files under `/web/`: path, content type, bytes. The validator is the very
 /// artifact the host runs.
-const ASSETS: [(&str, &str, &[u8]); 7] = [
+const ASSETS: [(&str, &str, &[u8]); 8] = [
     ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/app.js")),
+    ("load.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/load.js")),
     ("worker.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/worker.js")),
     ("split.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/split.js")),
     ("warm.js", "text/javascript; charset=utf-8", include_bytes!("../../../web/warm.js")),
