@@ -87,3 +87,14 @@ export async function wasmCodeCached(profile, timeoutMs) {
   }
   return false;
 }
+
+/** Waits until the upload page has opened a graph with a validator of the host's own build. */
+export async function sameBuildAsHost(page) {
+  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
+}
+
+/** Waits for the page's Worker to finish its warm-up; returns what the page recorded ("N ms" or "failed: …"). */
+export async function warmedUp(page) {
+  await page.waitForFunction(() => document.body.dataset.warmUp !== undefined, null, { timeout: 60_000 });
+  return page.evaluate(() => document.body.dataset.warmUp);
+}

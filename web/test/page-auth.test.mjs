@@ -11,7 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launch } from './browser.mjs';
+import { launch, sameBuildAsHost } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
@@ -174,7 +174,7 @@ test('the token is in sessionStorage only: not in the URL, localStorage, the log
 
   // Same tab, reloaded: the field is filled from sessionStorage and the graph opens with it.
   await page.reload();
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
+  await sameBuildAsHost(page);
   assert.equal(await page.inputValue('#token'), LOADER);
   assert.ok(!page.url().includes(LOADER));
   // Clearing the field removes it from storage.

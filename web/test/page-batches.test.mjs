@@ -11,7 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launch } from './browser.mjs';
+import { launch, sameBuildAsHost } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
@@ -44,10 +44,6 @@ function peopleFile(name, count, { offset = 0, bad = {} } = {}) {
   return { path, lines };
 }
 
-async function openGraph() {
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
-}
-
 async function choose(path, mode = 'append') {
   await page.selectOption('#mode', mode);
   await page.setInputFiles('#file', path);
@@ -78,7 +74,7 @@ before(async () => {
   await page.goto(`${hostUrl}/?graph=g`);
   await page.fill('#token', TOKEN);
   await page.click('#target button[type=submit]');
-  await openGraph();
+  await sameBuildAsHost(page);
 });
 
 after(async () => {
@@ -123,7 +119,7 @@ test('a valid file of 6 batches: cut after batch 2, reloaded, resumed; every rec
   interceptLoad = null;
 
   await page.reload();
-  await openGraph();
+  await sameBuildAsHost(page);
   await choose(path);
   assert.match(await text('status'), /interrupted after 2 of 6 batches: uploading resumes it/);
   assert.equal(await page.textContent('#upload'), 'Resume upload');

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CACHE_AT_ONCE, launch, traceEvents, wasmCodeCached } from './browser.mjs';
+import { CACHE_AT_ONCE, launch, sameBuildAsHost, traceEvents, warmedUp, wasmCodeCached } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
@@ -37,9 +37,8 @@ async function openPage(context) {
   const page = await context.newPage();
   const trace = await traceEvents(context, page);
   await page.goto(`${hostUrl}/?graph=g`);
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
-  await page.waitForFunction(() => document.body.dataset.warmUp !== undefined, null, { timeout: 60_000 });
-  assert.match(await page.evaluate(() => document.body.dataset.warmUp), /^\d+ ms$/, 'the warm-up ran');
+  await sameBuildAsHost(page);
+  assert.match(await warmedUp(page), /^\d+ ms$/, 'the warm-up ran');
   return { page, trace };
 }
 

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launch } from './browser.mjs';
+import { launch, sameBuildAsHost } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
@@ -122,7 +122,7 @@ test('a validator SHA-256 that differs from the host\'s: the page refuses to val
 test('the host\'s validator changing under an open page: re-opening the graph disables the upload of a validated file', async () => {
   const { page, requests } = await newPage();
   await page.goto(`${hostUrl}/?graph=g`);
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
+  await sameBuildAsHost(page);
   await page.setInputFiles('#file', join(SAMPLES, 'people.ndjson'));
   await page.waitForFunction(() => /is valid\./.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
   assert.equal(await page.isDisabled('#upload'), false);
@@ -144,7 +144,7 @@ test('the host\'s validator changing under an open page: re-opening the graph di
   // and the request log sees that upload: the refusal came from the hash alone.
   await page.unroute('**/graphs/*/rules');
   await page.click('#target button[type=submit]');
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
+  await sameBuildAsHost(page);
   await page.waitForFunction(() => !document.getElementById('upload').disabled, null, { timeout: 60_000 });
   await page.click('#upload');
   await page.waitForFunction(() => document.getElementById('commit').textContent.startsWith('Committed'), null, { timeout: 60_000 });

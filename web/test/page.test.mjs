@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launch } from './browser.mjs';
+import { launch, sameBuildAsHost, warmedUp } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
@@ -24,7 +24,7 @@ before(async () => {
   page = await browser.context.newPage();
   await page.setViewportSize({ width: 1100, height: 900 });
   await page.goto(`${hostUrl}/?graph=g`);
-  await page.waitForFunction(() => document.getElementById('rules').textContent.includes('same build as the host'), null, { timeout: 60_000 });
+  await sameBuildAsHost(page);
 });
 
 after(async () => {
@@ -37,8 +37,7 @@ const statusText = () => page.evaluate(() => document.getElementById('status').t
 const settled = () => page.waitForFunction(() => /is valid\.|error\(s\)/.test(document.getElementById('status').textContent), null, { timeout: 120_000 });
 
 test('the Worker warms the validator as the page opens, before a file is chosen (web/warm.js)', async () => {
-  await page.waitForFunction(() => document.body.dataset.warmUp !== undefined, null, { timeout: 60_000 });
-  assert.match(await page.evaluate(() => document.body.dataset.warmUp), /^\d+ ms$/);
+  assert.match(await warmedUp(page), /^\d+ ms$/);
 });
 
 test('a bad file shows its errors by line and code and cannot be uploaded', async () => {
