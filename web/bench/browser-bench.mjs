@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { VALIDATOR_PATH } from '../load.js';
 import { launch, wasmCodeCached } from '../test/browser.mjs';
 import { serve } from '../test/serve.mjs';
 import { median, nativeMs, pairedLine } from './native.mjs';
@@ -73,9 +74,9 @@ async function run(kind) {
     browser = await launch({ profile });
     const page = await browser.context.newPage();
     await page.goto(`${http.origin}/web/bench/bench.html`);
-    return await page.evaluate(async ({ opts, warm, pauseMs, maxBatchBytes }) => {
+    return await page.evaluate(async ({ opts, warm, pauseMs, maxBatchBytes, artifact }) => {
       const { default: init, compileSchema } = await import('/web/pkg/web/validate.js');
-      await init({ module_or_path: '/web/pkg/web/validate_bg.wasm' });
+      await init({ module_or_path: artifact });
       let warmMs = null;
       if (warm) {
         const { warmUp } = await import('/web/warm.js');
@@ -94,7 +95,7 @@ async function run(kind) {
         times.push(performance.now() - t);
       }
       return { times, warmMs };
-    }, { opts: options, warm, pauseMs, maxBatchBytes });
+    }, { opts: options, warm, pauseMs, maxBatchBytes, artifact: VALIDATOR_PATH });
   } finally {
     await browser?.close();
     if (profile) await rm(profile, { recursive: true, force: true });

@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CACHE_AT_ONCE, launch, sameBuildAsHost, traceEvents, warmedUp, wasmCodeCached } from './browser.mjs';
 import { HOST_BIN, startHost } from './host.mjs';
+import { VALIDATOR_PATH } from '../load.js';
 
 const SAMPLES = new URL('../../samples/', import.meta.url).pathname;
-const ARTIFACT = '/web/pkg/web/validate_bg.wasm';
 /** Far more than V8 takes to store the code once it is compiled (CACHE_AT_ONCE). */
 const CACHE_WRITE_TIMEOUT_MS = 60_000;
 
@@ -67,7 +67,7 @@ test('a returning visit compiles the validator from V8\'s code cache, after a 30
     const artifact = await page.evaluate((name) => {
       const entry = performance.getEntriesByType('resource').find((e) => new URL(e.name).pathname === name);
       return entry && { transferSize: entry.transferSize, encodedBodySize: entry.encodedBodySize };
-    }, ARTIFACT);
+    }, VALIDATOR_PATH);
     assert.ok(artifact, 'the page fetched the artifact');
     assert.ok(artifact.transferSize > 0 && artifact.transferSize < artifact.encodedBodySize, `a 304 revalidation: ${JSON.stringify(artifact)}`);
     // The module from the cache validates as the compiled one does.
