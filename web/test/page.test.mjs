@@ -40,6 +40,14 @@ test('the Worker warms the validator as the page opens, before a file is chosen 
   assert.match(await warmedUp(page), /^\d+ ms$/);
 });
 
+test('the page asks for web/load.js along with app.js, not after app.js arrives (so the validator download is not a round trip later)', async () => {
+  const timing = await page.evaluate(() => Object.fromEntries(performance.getEntriesByType('resource')
+    .filter((e) => ['/web/app.js', '/web/load.js'].includes(new URL(e.name).pathname))
+    .map((e) => [new URL(e.name).pathname, { start: e.startTime, end: e.responseEnd }])));
+  assert.ok(timing['/web/app.js'] && timing['/web/load.js'], `both fetched: ${JSON.stringify(timing)}`);
+  assert.ok(timing['/web/load.js'].start < timing['/web/app.js'].end, `load.js requested before app.js was received: ${JSON.stringify(timing)}`);
+});
+
 test('a bad file shows its errors by line and code and cannot be uploaded', async () => {
   await page.screenshot({ path: join(ARTIFACTS, 'page-opened.png'), fullPage: true });
   await page.setInputFiles('#file', join(SAMPLES, 'people-bad.ndjson'));
