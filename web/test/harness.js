@@ -1,16 +1,12 @@
 // Browser side of the parity harness: loads the web package, hashes the exact
-// bytes it instantiates, validates every corpus case, and leaves the results
-// on window.__results for the test driver.
+// bytes it instantiates (web/load.js, as the upload page does), validates
+// every corpus case, and leaves the results on window.__results for the test
+// driver.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
-
-function hex(buffer) {
-  return [...new Uint8Array(buffer)].map((b) => b.toString(16).padStart(2, '0')).join('');
-}
+import { loadValidator } from '/web/load.js';
 
 async function run() {
-  const wasm = await (await fetch('/web/pkg/web/validate_bg.wasm')).arrayBuffer();
-  const sha = hex(await crypto.subtle.digest('SHA-256', wasm));
-  const module = await WebAssembly.compile(wasm);
+  const { sha256: sha, module } = await loadValidator();
   const imports = WebAssembly.Module.imports(module);
   await init({ module_or_path: module });
   const cases = await (await fetch('/cases.json')).json();

@@ -2,11 +2,10 @@
 // web/, tests/vectors/ and tests/bench/ trees, plus /cases.json (the corpus case names).
 // Files are served as the host serves its embedded ones: `no-cache` with a
 // strong ETag (their SHA-256), so a browser keeps them and revalidates (304).
-import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ROOT, caseNames } from './corpus.mjs';
+import { ROOT, caseNames, sha256Hex } from './corpus.mjs';
 
 const TYPES = { '.wasm': 'application/wasm', '.js': 'text/javascript', '.mjs': 'text/javascript', '.html': 'text/html',
   '.json': 'application/json', '.css': 'text/css', '.pg': 'text/plain; charset=utf-8', '.ndjson': 'application/x-ndjson' };
@@ -34,7 +33,7 @@ export async function serve(extra = {}) {
     }
     try {
       const body = await readFile(file);
-      const cache = { 'cache-control': 'no-cache', etag: `"${createHash('sha256').update(body).digest('hex')}"` };
+      const cache = { 'cache-control': 'no-cache', etag: `"${sha256Hex(body)}"` };
       if (req.headers['if-none-match'] === cache.etag) {
         res.writeHead(304, cache).end();
         return;
