@@ -147,8 +147,6 @@ struct Tallies<'a> {
 /// A table's rows since the last full group of [`LOOKUP_GROUP`]: the keys
 /// each of its maps will take, in row order, and the rows' sizes.
 struct Waiting<'a> {
-    /// The first waiting row.
-    first: usize,
     len: usize,
     ids: KeyGroup<'a>,
     /// Per `@unique`: the rows' tuples (none when a member is null).
@@ -163,7 +161,6 @@ struct Waiting<'a> {
 impl<'a> Waiting<'a> {
     fn new(def: &TypeDef) -> Self {
         Waiting {
-            first: 0,
             len: 0,
             ids: KeyGroup::default(),
             tuples: def.uniques.iter().map(|_| KeyGroup::default()).collect(),
@@ -185,7 +182,6 @@ impl<'a> Waiting<'a> {
     /// Adds only what [`Tallies::count_group`] reads of row `i` (its tuples
     /// and source): a recount has folded the ids and summed the sizes.
     fn push_counted(&mut self, i: usize, row: &Row<'a>, tuples: &[Option<&'a str>]) -> bool {
-        debug_assert_eq!(i, self.first + self.len, "rows wait in order");
         self.len += 1;
         for (group, &tuple) in self.tuples.iter_mut().zip(tuples) {
             group.push(i, tuple);
@@ -196,9 +192,8 @@ impl<'a> Waiting<'a> {
         self.len == LOOKUP_GROUP
     }
 
-    /// Empties the group; the next row waits first.
+    /// Empties the group.
     fn clear(&mut self) {
-        self.first += self.len;
         self.len = 0;
         self.ids.clear();
         self.tuples.iter_mut().for_each(KeyGroup::clear);
@@ -562,63 +557,17 @@ impl<'s, 'a> Accepted<'s, 'a> {
         if self.gave_up {
             return Err(self.recycled());
         }
-        // Every id is in now: the endpoints still pending are looked up once, below.
+        // Every id is in now: the endpoints still pending are looked up once
+        // (`settle_endpoints`).
         for (unresolved, pending) in self.unresolved.iter_mut().zip(&mut self.pending) {
             unresolved.append(pending);
         }
         let schema = self.schema;
         let dead: Vec<Vec<bool>> =
             self.tables.iter_mut().zip(&self.rows).map(|(table, rows)| table.dead.take_flags(rows.len())).collect();
-        // Each type's name once: every ref of a type shares it.
-        let names: Vec<Arc<str>> = schema.types.iter().map(|def| Arc::from(def.name.as_str())).collect();
-        // The refs in report order, (line, end), which is unique per ref:
-        // only those keys, packed in one word, are sorted, and they come in
-        // one ascending run per node type, which the stable sort merges. The
-        // errors below may come in any order: the sink keeps and orders them
-        // by their own key.
-        let mut refs: Vec<(u64, &Unresolved)> = Vec::with_capacity(self.unresolved.iter().map(Vec::len).sum());
-        let mut needs_rows = false;
-        for u in self.unresolved.iter().flatten() {
-            if dead[u.table].get(u.row) == Some(&true) {
-                continue;
-            }
-            let def = &schema.types[u.table];
-            let (node_type, id) = (self.node_type(u), u.id);
-            if self.tables[node_type].ids.get(id).is_some() {
-                continue;
-            }
-            if self.mode == Mode::Overwrite && !self.rows[node_type].is_empty() {
-                let node_name = &schema.types[node_type].name;
-                let member = if u.end == End::From { "from" } else { "to" };
-                // The error is at the edge's row: a pass that keeps none gives up.
-                let Some(row) = self.rows[u.table].get(u.row) else {
-                    needs_rows = true;
-                    break;
-                };
-                let line = row.line;
-                sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
-                    format!(
-                        "line {line}: edge {} \"{member}\" is {}, but this overwrite replaces every {node_name} and that id is not in the batch",
-                        def.name,
-                        echo(id)
-                    )
-                });
-                continue;
-            }
-            // A line number is below 2^63 (it counts bytes of one batch).
-            refs.push((u.line << 1 | (u.end == End::To) as u64, u));
-        }
-        if needs_rows {
+        let Ok(external_refs) = self.settle_endpoints(&dead, sink) else {
             return Err(self.recycled());
-        }
-        refs.sort_by_key(|&(line_end, _)| line_end);
-        let external_refs = refs
-            .iter()
-            .map(|&(_, u)| {
-                let (edge, node_type) = (names[u.table].clone(), names[self.node_type(u)].clone());
-                ExternalRef { edge, end: u.end, node_type, id: u.id.into(), line: u.line }
-            })
-            .collect();
+        };
         for (((def, table), rows), dead) in schema.types.iter().zip(&mut self.tables).zip(&mut self.rows).zip(dead) {
             if dead.is_empty() {
                 continue;
@@ -640,6 +589,59 @@ impl<'s, 'a> Accepted<'s, 'a> {
         let folded = self.folded;
         let rows = std::mem::take(&mut self.rows);
         Ok(Settled { tables: rows, folded, external_refs, recycled: self.recycled() })
+    }
+
+    /// The unresolved endpoints of the rows that survive (`dead` flags the
+    /// others), once every id is in: each is among its node type's ids, or
+    /// dangling (an error at its edge's row, in overwrite mode when the
+    /// batch has rows of that type), or left to the host as an external
+    /// ref, in report order (line, end).
+    fn settle_endpoints(&self, dead: &[Vec<bool>], sink: &mut ErrorSink) -> Result<Vec<ExternalRef>, NeedsRows> {
+        let schema = self.schema;
+        // Each type's name once: every ref of a type shares it.
+        let names: Vec<Arc<str>> = schema.types.iter().map(|def| Arc::from(def.name.as_str())).collect();
+        // The refs in report order, (line, end), which is unique per ref:
+        // only those keys, packed in one word, are sorted, and they come in
+        // one ascending run per node type, which the stable sort merges. The
+        // errors below may come in any order: the sink keeps and orders them
+        // by their own key.
+        let mut refs: Vec<(u64, &Unresolved)> = Vec::with_capacity(self.unresolved.iter().map(Vec::len).sum());
+        for u in self.unresolved.iter().flatten() {
+            if dead[u.table].get(u.row) == Some(&true) {
+                continue;
+            }
+            let def = &schema.types[u.table];
+            let (node_type, id) = (self.node_type(u), u.id);
+            if self.tables[node_type].ids.get(id).is_some() {
+                continue;
+            }
+            if self.mode == Mode::Overwrite && !self.rows[node_type].is_empty() {
+                let node_name = &schema.types[node_type].name;
+                let member = if u.end == End::From { "from" } else { "to" };
+                // The error is at the edge's row: a pass that keeps none gives up.
+                let row = self.rows[u.table].get(u.row).ok_or(NeedsRows)?;
+                let line = row.line;
+                sink.push(at_row(row), ErrorCode::DanglingEndpoint, &format!("/{member}"), || {
+                    format!(
+                        "line {line}: edge {} \"{member}\" is {}, but this overwrite replaces every {node_name} and that id is not in the batch",
+                        def.name,
+                        echo(id)
+                    )
+                });
+                continue;
+            }
+            // A line number is below 2^63 (it counts bytes of one batch).
+            refs.push((u.line << 1 | (u.end == End::To) as u64, u));
+        }
+        refs.sort_by_key(|&(line_end, _)| line_end);
+        let external_refs = refs
+            .iter()
+            .map(|&(_, u)| {
+                let (edge, node_type) = (names[u.table].clone(), names[self.node_type(u)].clone());
+                ExternalRef { edge, end: u.end, node_type, id: u.id.into(), line: u.line }
+            })
+            .collect();
+        Ok(external_refs)
     }
 
     /// The checks' maps, the spare chunks and the endpoint lists, emptied,
@@ -684,7 +686,9 @@ fn at_row(row: &Row<'_>) -> Position {
     Position { line: row.line, offset: row.offset, column: 0 }
 }
 
-/// A check had to name a row, and the pass keeps none ([`Keep::Count`]).
+/// A check in [`Accepted::finish`] had to name a row, and the pass keeps
+/// none ([`Keep::Count`]). (While rows arrive, the same is
+/// [`Accepted::gave_up`]: the pass stops reading.)
 struct NeedsRows;
 
 /// When `total` is over `limit`: the row at which the running total of
