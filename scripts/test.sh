@@ -33,7 +33,7 @@ cargo clippy --locked -q -p omnigraph-validate-wasm --target wasm32-unknown-unkn
 echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points)"
 cargo test --locked --workspace --features omnigraph-host/failpoints
 
-echo "== the engine, crash, process, CLI, HTTP, multi-host, promise, split-load, request-count, maintenance and cleanup suites again on S3 (moto on 127.0.0.1)"
+echo "== the engine, crash, process, CLI, HTTP, multi-host, promise, fault, split-load, request-count, maintenance and cleanup suites again on S3 (moto on 127.0.0.1)"
 PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
 moto_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 moto_log="$(mktemp)"
@@ -49,7 +49,7 @@ done
 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
   cargo test --locked -p omnigraph-host --features failpoints \
   --test engine --test crash --test kill --test processes --test cli --test http --test multihost \
-  --test promises --test split_load --test requests --test maintain --test cleanup
+  --test promises --test faults --test split_load --test requests --test maintain --test cleanup
 
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"

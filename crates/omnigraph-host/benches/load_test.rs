@@ -4,6 +4,10 @@
 //! Reports loads/s, MB/s, p50/p99 latency per size, answers by status (429
 //! from admission, 503 from the in-flight body budget), the host's peak
 //! memory, and checks that the graph holds exactly the acknowledged rows.
+//! A batch refused for load (429, 503, or its connection closed by such a
+//! refusal) is sent again after a back-off, as a client does: its latency
+//! runs from its first send to its answer, back-offs included, so p99
+//! counts every request.
 //!
 //! `cargo bench --profile dev -p omnigraph-host --bench load_test`
 //! Knobs (environment): OMNIGRAPH_LOAD_SECONDS (60), OMNIGRAPH_LOAD_CLIENTS
@@ -26,7 +30,7 @@ mod host_process;
 #[path = "../../omnigraph-validate-wasm/benches/target_line.rs"]
 mod target_line;
 use host_process::HostProcess;
-use target_line::target;
+use target_line::{target, target_at_least};
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
 const SCHEMA: &str = "node Doc { name: String @key  body: String }\nedge Cites: Doc -> Doc";
@@ -72,7 +76,8 @@ fn batch(kind: &Kind, tag: &str) -> Vec<u8> {
 struct Tally {
     /// Status → count, per kind.
     statuses: BTreeMap<(&'static str, u16), u64>,
-    /// Latencies of answered loads, per kind.
+    /// Latencies of answered loads, per kind: first send to answer, the
+    /// refused tries and their back-offs included.
     latencies: BTreeMap<&'static str, Vec<Duration>>,
     acked_docs: u64,
     acked_edges: u64,
@@ -164,28 +169,35 @@ fn main() {
                     n += 1;
                     let bytes = body.len() as u64;
                     let sent = Instant::now();
-                    let sent_request = client
-                        .post(format!("{url}/graphs/g/load/ndjson"))
-                        .header("content-type", "application/x-ndjson")
-                        .bearer_auth(format!("token-{}", c % ACTORS))
-                        .body(body)
-                        .send()
-                        .await;
-                    // A host that refuses before reading the body (503 from the
-                    // in-flight budget) may close the connection while a large
-                    // body is still being sent: status 0, never a commit.
-                    let status = match sent_request {
-                        Ok(response) => {
-                            let status = response.status().as_u16();
-                            let _ = response.bytes().await;
-                            status
+                    let status = loop {
+                        let sent_request = client
+                            .post(format!("{url}/graphs/g/load/ndjson"))
+                            .header("content-type", "application/x-ndjson")
+                            .bearer_auth(format!("token-{}", c % ACTORS))
+                            .body(body.clone())
+                            .send()
+                            .await;
+                        // A host that refuses before reading the body (503 from the
+                        // in-flight budget) may close the connection while a large
+                        // body is still being sent: status 0, never a commit.
+                        let status = match sent_request {
+                            Ok(response) => {
+                                let status = response.status().as_u16();
+                                let _ = response.bytes().await;
+                                status
+                            }
+                            Err(e) if e.is_request() && !e.is_connect() => 0,
+                            Err(e) => panic!("the host is unreachable: {e}"),
+                        };
+                        *tally.lock().await.statuses.entry((kind.name, status)).or_default() += 1;
+                        if !matches!(status, 0 | 429 | 503) || Instant::now() >= deadline {
+                            break status;
                         }
-                        Err(e) if e.is_request() && !e.is_connect() => 0,
-                        Err(e) => panic!("the host is unreachable: {e}"),
+                        // Honour Retry-After's spirit without stalling the test.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     };
                     let took = sent.elapsed();
                     let mut t = tally.lock().await;
-                    *t.statuses.entry((kind.name, status)).or_default() += 1;
                     match status {
                         200 => {
                             assert!(!kind.invalid, "an invalid batch was acknowledged");
@@ -199,11 +211,8 @@ fn main() {
                             assert!(kind.invalid, "a valid batch was refused");
                             t.latencies.entry(kind.name).or_default().push(took);
                         }
-                        0 | 429 | 503 => {
-                            drop(t);
-                            // Honour Retry-After's spirit without stalling the test.
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
+                        // Still refused when the test's time ran out.
+                        0 | 429 | 503 => {}
                         other => panic!("unexpected status {other}"),
                     }
                 }
@@ -230,9 +239,7 @@ fn main() {
         let loads = graph.log("main").await.unwrap().iter().filter(|c| c.kind == CommitKind::Load).count() as u64;
         (graph.row_counts("main", None).await.unwrap(), loads)
     });
-    assert_eq!(counts["Doc"], tally.acked_docs, "Doc rows vs acknowledged");
-    assert_eq!(counts["Cites"], tally.acked_edges, "Cites rows vs acknowledged");
-    assert_eq!(commits, tally.acked_loads, "one load commit per acknowledged load");
+    let exactly_once = counts["Doc"] == tally.acked_docs && counts["Cites"] == tally.acked_edges && commits == tally.acked_loads;
 
     let secs = elapsed.as_secs_f64();
     println!(
@@ -273,5 +280,14 @@ fn main() {
         let name = kind.split(' ').next().unwrap_or(kind);
         println!("{}", target(&format!("load_test_p99_vs_p50_{name}"), ratio, 3.0));
     }
-    println!("target load_test_acknowledged_rows_exactly_once 1 1 met");
+    println!("{}", target_at_least("load_test_acknowledged_rows_exactly_once", f64::from(u8::from(exactly_once)), 1.0));
+    assert!(
+        exactly_once,
+        "the graph holds {} Doc, {} Cites rows in {commits} load commits; acknowledged {} Doc, {} Cites in {} loads",
+        counts["Doc"],
+        counts["Cites"],
+        tally.acked_docs,
+        tally.acked_edges,
+        tally.acked_loads
+    );
 }

@@ -63,6 +63,13 @@ pub enum EngineError {
     RecoveryRequired { cause: Box<EngineError> },
     /// Another host holds the lease to finish an interrupted load.
     RecoveryInProgress,
+    /// The caller went away while its write waited for the writer lock or
+    /// another host's lease: nothing was written.
+    CallerGone,
+    /// The store does not refuse a second conditional create of one object
+    /// (`If-None-Match: *`): leases and commit slots would be
+    /// last-writer-wins, so the host refuses to write to it.
+    UnsafeStore(String),
     /// A host-side bound (SPEC §5) refused the load before anything was
     /// written, e.g. `removed_ids_limit`.
     BoundExceeded { code: &'static str, resource: String, limit: u64, actual: u64 },
@@ -126,6 +133,8 @@ impl EngineError {
             EngineError::SlotTaken { .. } => "slot_taken",
             EngineError::RecoveryRequired { .. } => "recovery_required",
             EngineError::RecoveryInProgress => "recovery_in_progress",
+            EngineError::CallerGone => "caller_gone",
+            EngineError::UnsafeStore(_) => "store_not_conditional",
             EngineError::BoundExceeded { code, .. } => code,
             EngineError::TargetMoved { .. } => "target_moved",
             EngineError::Corrupt(_) => "corrupt_manifest",
@@ -179,6 +188,11 @@ impl std::fmt::Display for EngineError {
             EngineError::RecoveryInProgress => {
                 write!(f, "another host is finishing an interrupted load on this graph; retry shortly")
             }
+            EngineError::CallerGone => write!(f, "the caller went away while the write waited its turn; nothing was written"),
+            EngineError::UnsafeStore(store) => write!(
+                f,
+                "the store at {store} accepted a second conditional create of one object (If-None-Match: *): the graph's lease and commit slots would be last-writer-wins there, so nothing is written to it (docs/reliability.md, \"Stores\")"
+            ),
             EngineError::BoundExceeded { resource, limit, actual, .. } => {
                 write!(f, "the load exceeds a bound: {resource} needs {actual}, the limit is {limit}; split the load")
             }

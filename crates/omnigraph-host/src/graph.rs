@@ -19,11 +19,15 @@ use crate::checks::{self, BatchTable, ExternalRefs, Snapshot};
 use crate::error::EngineError;
 use crate::export::write_records;
 use crate::lease::{self, HeldLease, now_ms};
-use crate::limits::{DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS, MAX_TENURE_WRITES};
+use crate::limits::{
+    DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT, LEASE_PUBLISH_MARGIN, MAX_COMMIT_ATTEMPTS, MAX_TENURE_WRITES, RENEW_BACKOFF_FIRST,
+    RENEW_BACKOFF_MAX,
+};
 use crate::manifest::{
     BRANCHES_DIR, CATALOG_PATH, Commit, CommitKind, CommitRef, FORMAT_VERSION, GRAPH_INFO_PATH, GraphInfo,
     MAIN_BRANCH, RECOVERY_DIR, RecoveryRecord, SCHEMA_PATH, StagedTable, TableCounts, TablePin, check_branch_name,
-    commit_path, generation_from_lease_name, head_hint_path, recovery_path, seq_from_commit_name, table_path,
+    commit_path, generation_from_lease_name, head_hint_path, recovery_path, seq_from_commit_name, table_lance_branch,
+    table_path,
 };
 use crate::storage::GraphRoot;
 use crate::tables;
@@ -42,6 +46,7 @@ mod tenure;
 pub use cleanup::Cleaned;
 pub use maintain::spawn_maintenance;
 pub use overwrite::OverwritePublish;
+pub use tenure::{CallerGone, never_gone};
 
 /// How a graph handle writes.
 #[derive(Debug, Clone)]
@@ -243,6 +248,7 @@ impl Graph {
         config: EngineConfig,
     ) -> Result<Graph, EngineError> {
         let schema = Schema::compile(schema_source).map_err(|e| EngineError::Schema(e.to_string()))?;
+        root.prove_conditional_create().await?;
         let info = GraphInfo {
             format: FORMAT_VERSION,
             schema_hash: schema.hash().to_owned(),
@@ -287,6 +293,7 @@ impl Graph {
     /// Opens the graph at `root` and, unless another writer holds the
     /// lease, finishes whatever a crashed writer left (SPEC §4.2).
     pub async fn open(root: GraphRoot, validator: Arc<Validator>, config: EngineConfig) -> Result<Graph, EngineError> {
+        fail_point!("graph-open");
         let graph = Graph::open_unrecovered(root, validator, config).await?;
         match graph.recover_with_wait(Duration::ZERO).await {
             Ok(_) | Err(EngineError::LeaseBusy { .. } | EngineError::RecoveryInProgress) => Ok(graph),

@@ -26,7 +26,7 @@ use utoipa::OpenApi;
 
 use crate::auth::{Actor, Auth, AuthError, Permission, sha256_hex};
 use crate::error::{Conflict, EngineError, report_bound};
-use crate::graph::{EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
+use crate::graph::{CallerGone, EngineConfig, Graph, LoadRequest, OverwritePublish, Receipt};
 use crate::limits::{
     ACCEPT_BACKOFF, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_LOADS_PER_ACTOR, MAX_CONTROL_BODY_BYTES, RETRY_AFTER_SECONDS,
 };
@@ -71,6 +71,9 @@ pub struct ServerConfig {
     /// How often background maintenance looks for graphs loads changed
     /// (`None`: no background maintenance; run `omnigraph-host optimize`).
     pub maintenance_interval: Option<Duration>,
+    /// Wraps every object store of every graph (`GraphRoot::with_store_wrapper`):
+    /// metering, or a failing store in tests.
+    pub store_wrapper: Option<Arc<dyn lance::io::WrappingObjectStore>>,
 }
 
 impl ServerConfig {
@@ -85,6 +88,7 @@ impl ServerConfig {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             maintenance_interval: Some(crate::limits::MAINTENANCE_INTERVAL),
+            store_wrapper: None,
         }
     }
 }
@@ -92,7 +96,14 @@ impl ServerConfig {
 pub struct AppState {
     config: ServerConfig,
     validator: Arc<Validator>,
-    graphs: tokio::sync::Mutex<HashMap<String, Arc<Graph>>>,
+    /// Each graph opened once and kept. The map's lock is held only to find
+    /// or add a graph's cell, never across opening it (with its recovery):
+    /// one graph's slow open blocks no other graph.
+    graphs: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Graph>>>>>,
+    /// Writes running on tasks of their own (`run_detached`): shutdown waits
+    /// for them too, since a write whose client went away has no connection
+    /// left to wait on.
+    detached: tokio::sync::watch::Sender<usize>,
     in_flight: Mutex<HashMap<String, usize>>,
     /// One permit per body byte held (`max_inflight_bytes`).
     body_budget: Arc<Semaphore>,
@@ -236,7 +247,8 @@ impl AppState {
         Arc::new(AppState {
             config,
             validator,
-            graphs: tokio::sync::Mutex::new(HashMap::new()),
+            graphs: Mutex::new(HashMap::new()),
+            detached: tokio::sync::watch::Sender::new(0),
             in_flight: Mutex::new(HashMap::new()),
             body_budget,
             metrics: Metrics::default(),
@@ -247,26 +259,59 @@ impl AppState {
         Ok(self.config.auth.authenticate(headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes))?)
     }
 
-    /// The graph `id`, opened once and kept.
+    /// The graph `id`, opened once and kept. Requests for a graph being
+    /// opened wait for that open; requests for other graphs do not.
     async fn graph(&self, id: &str) -> Result<Arc<Graph>, ApiError> {
         let not_found = || ApiError::new(StatusCode::NOT_FOUND, "graph_not_found", format!("no graph {id:?}"));
         check_branch_name(id).map_err(|_| not_found())?;
-        let mut graphs = self.graphs.lock().await;
-        if let Some(g) = graphs.get(id) {
-            return Ok(g.clone());
+        let cell = self.graphs.lock().expect("graphs lock").entry(id.to_owned()).or_default().clone();
+        let opened = cell
+            .get_or_try_init(|| async {
+                let root = GraphRoot::new(&self.graph_location(id), self.config.storage.clone())?;
+                let root = match &self.config.store_wrapper {
+                    Some(wrapper) => root.with_store_wrapper(wrapper.clone()),
+                    None => root,
+                };
+                Graph::open(root, self.validator.clone(), self.config.engine.clone()).await.map(Arc::new)
+            })
+            .await;
+        match opened {
+            Ok(graph) => Ok(graph.clone()),
+            Err(e) => {
+                // No entry stays for an id that did not open (a missing
+                // graph's name must not grow the map).
+                let mut graphs = self.graphs.lock().expect("graphs lock");
+                if graphs.get(id).is_some_and(|c| Arc::ptr_eq(c, &cell) && !c.initialized()) {
+                    graphs.remove(id);
+                }
+                Err(match e {
+                    EngineError::NoGraph(_) => not_found(),
+                    e => e.into(),
+                })
+            }
         }
-        let location = format!("{}/{id}", self.config.root.trim_end_matches('/'));
-        let opened = match GraphRoot::new(&location, self.config.storage.clone()) {
-            Ok(root) => Graph::open(root, self.validator.clone(), self.config.engine.clone()).await,
-            Err(e) => Err(e),
+    }
+
+    fn graph_location(&self, id: &str) -> String {
+        format!("{}/{id}", self.config.root.trim_end_matches('/'))
+    }
+
+    /// The graphs opened so far.
+    fn open_graphs(&self) -> Vec<(String, Arc<Graph>)> {
+        let graphs = self.graphs.lock().expect("graphs lock");
+        graphs.iter().filter_map(|(id, cell)| cell.get().map(|g| (id.clone(), g.clone()))).collect()
+    }
+
+    /// Refuses a store that would make the lease and commit slots
+    /// last-writer-wins (`GraphRoot::prove_conditional_create`), before
+    /// anything is served.
+    pub async fn check_store(&self) -> Result<(), EngineError> {
+        let root = GraphRoot::create(&self.config.root, self.config.storage.clone())?;
+        let root = match &self.config.store_wrapper {
+            Some(wrapper) => root.with_store_wrapper(wrapper.clone()),
+            None => root,
         };
-        let graph = match opened {
-            Ok(g) => Arc::new(g),
-            Err(EngineError::NoGraph(_)) => return Err(not_found()),
-            Err(e) => return Err(e.into()),
-        };
-        graphs.insert(id.to_owned(), graph.clone());
-        Ok(graph)
+        root.prove_conditional_create().await
     }
 
     /// Counts a load against its actor's admission; the guard releases it.
@@ -496,10 +541,53 @@ fn receipt_json(receipt: &Receipt) -> Value {
     })
 }
 
+/// A write that runs to its end on a task of its own, whatever its
+/// connection does. hyper drops a handler whose client went away; a write
+/// cut at an await would keep the graph's lease until it expires and leave
+/// its recovery record and staged versions behind. The handler only awaits
+/// the task: dropping it tells the write its caller is gone, which a load
+/// honours only while it waits its turn (nothing written yet). What `write`
+/// holds (its admission, its body's budget) is released when it ends.
+async fn run_detached<F, Fut>(state: &Arc<AppState>, write: F) -> ApiResult
+where
+    F: FnOnce(CallerGone<'static>) -> Fut,
+    Fut: std::future::Future<Output = ApiResult> + Send + 'static,
+{
+    let (present, gone) = tokio::sync::oneshot::channel::<std::convert::Infallible>();
+    let gone: CallerGone<'static> = Box::pin(async move {
+        let _ = gone.await;
+    });
+    let running = Running::enter(state);
+    let write = write(gone);
+    let task = tokio::spawn(async move {
+        let _running = running;
+        write.await
+    });
+    let answer = task.await;
+    drop(present);
+    answer.unwrap_or_else(|e| Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", format!("the write stopped: {e}"))))
+}
+
+/// One write counted in `AppState::detached` until it ends.
+struct Running(Arc<AppState>);
+
+impl Running {
+    fn enter(state: &Arc<AppState>) -> Running {
+        state.detached.send_modify(|n| *n += 1);
+        Running(state.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.detached.send_modify(|n| *n -= 1);
+    }
+}
+
 /// The shared tail of both load routes (admitted before their bodies were read): the engine.
-async fn run_load(state: &Arc<AppState>, graph: &Graph, request: LoadRequest) -> ApiResult {
+async fn run_load(state: &AppState, graph: &Graph, request: LoadRequest, gone: CallerGone<'static>) -> ApiResult {
     let bytes = request.batch.len() as u64;
-    match graph.load(request).await {
+    match graph.load_while_wanted(request, gone).await {
         Ok(receipt) => {
             state.metrics.load("committed", bytes);
             state.metrics.timings(
@@ -563,9 +651,15 @@ async fn load_ndjson(
     let (graph, actor) = authorized(&state, &id, &parts.headers, Permission::Change).await?;
     check_branch(&graph, &actor, &id, branch, query.from.as_deref()).await?;
     let mode = parse_mode(query.mode.as_deref())?;
-    let _admitted = state.admit(&actor.name)?;
-    let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
-    run_load(&state, &graph, query.request(mode, &actor, bytes)).await
+    let admitted = state.admit(&actor.name)?;
+    let HeldBody { bytes, budget } = read_bounded(&state, &parts.headers, body, BodyKind::Ndjson).await?;
+    let request = query.request(mode, &actor, bytes);
+    let task_state = state.clone();
+    run_detached(&state, move |gone| async move {
+        let _held = (admitted, budget);
+        run_load(&task_state, &graph, request, gone).await
+    })
+    .await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -593,8 +687,8 @@ async fn load_compat(State(state): State<Arc<AppState>>, Checked(Path(id)): Chec
 async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
     let (parts, body) = request.into_parts();
     let (graph, actor) = authorized(&state, id, &parts.headers, Permission::Change).await?;
-    let _admitted = state.admit(&actor.name)?;
-    let HeldBody { bytes, budget: _held } = read_bounded(&state, &parts.headers, body, BodyKind::CompatJson).await?;
+    let admitted = state.admit(&actor.name)?;
+    let HeldBody { bytes, budget } = read_bounded(&state, &parts.headers, body, BodyKind::CompatJson).await?;
     let parsed: CompatBody = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("compat body: {e}")))?;
     let branch = parsed.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned());
@@ -608,7 +702,13 @@ async fn compat(state: Arc<AppState>, id: &str, request: Request) -> ApiResult {
         batch: Arc::new(parsed.data.into_bytes()),
         batch_key: None,
     };
-    run_load(&state, &graph, request).await
+    drop(bytes);
+    let task_state = state.clone();
+    run_detached(&state, move |gone| async move {
+        let _held = (admitted, budget);
+        run_load(&task_state, &graph, request, gone).await
+    })
+    .await
 }
 
 /// Dry run: the report and the stateful checks against the branch head.
@@ -737,10 +837,13 @@ async fn create_branch(State(state): State<Arc<AppState>>, Checked(Path(id)): Ch
     let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
     let new: NewBranch = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("branch body: {e}")))?;
-    let from = new.from.as_deref().unwrap_or(MAIN_BRANCH);
-    let commit = graph.create_work_branch(&new.name, from, &new.clear, &actor.name).await?;
-    let created = json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}, "base": commit.parent});
-    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+    run_detached(&state, move |_| async move {
+        let from = new.from.as_deref().unwrap_or(MAIN_BRANCH);
+        let commit = graph.create_work_branch(&new.name, from, &new.clear, &actor.name).await?;
+        let created = json!({"name": commit.branch, "head": {"id": commit.id, "seq": commit.seq}, "base": commit.parent});
+        Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+    })
+    .await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -768,17 +871,19 @@ async fn publish_overwrite(State(state): State<Arc<AppState>>, Checked(Path(id))
     let body = read_bounded(&state, &parts.headers, body, BodyKind::Control).await?;
     let publish: OverwriteBody = serde_json::from_slice(&body.bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", format!("overwrite body: {e}")))?;
-    let receipt = graph
-        .publish_overwrite(OverwritePublish {
-            branch: publish.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned()),
-            work: publish.from,
-            base_seq: publish.base_seq,
-            types: publish.types,
-            actor: actor.name.clone(),
-            batch_key: publish.batch_key,
-        })
-        .await?;
-    Ok(axum::Json(receipt_json(&receipt)).into_response())
+    let publish = OverwritePublish {
+        branch: publish.branch.unwrap_or_else(|| MAIN_BRANCH.to_owned()),
+        work: publish.from,
+        base_seq: publish.base_seq,
+        types: publish.types,
+        actor: actor.name.clone(),
+        batch_key: publish.batch_key,
+    };
+    run_detached(&state, move |_| async move {
+        let receipt = graph.publish_overwrite(publish).await?;
+        Ok(axum::Json(receipt_json(&receipt)).into_response())
+    })
+    .await
 }
 
 /// Delete a branch (admin).
@@ -786,8 +891,11 @@ async fn publish_overwrite(State(state): State<Arc<AppState>>, Checked(Path(id))
     responses((status = 200, description = "deleted"), (status = 404, description = "no such branch")))]
 async fn delete_branch(State(state): State<Arc<AppState>>, Checked(Path((id, name))): Checked<Path<(String, String)>>, headers: HeaderMap) -> ApiResult {
     let (graph, actor) = authorized(&state, &id, &headers, Permission::Admin).await?;
-    let tombstone = graph.delete_branch(&name, &actor.name).await?;
-    Ok(axum::Json(json!({"name": name, "deleted_at": {"id": tombstone.id, "seq": tombstone.seq}})).into_response())
+    run_detached(&state, move |_| async move {
+        let tombstone = graph.delete_branch(&name, &actor.name).await?;
+        Ok(axum::Json(json!({"name": name, "deleted_at": {"id": tombstone.id, "seq": tombstone.seq}})).into_response())
+    })
+    .await
 }
 
 /// A branch's commits, newest first.
@@ -923,6 +1031,7 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    state.check_store().await.map_err(std::io::Error::other)?;
     let header_read_timeout = state.config.header_read_timeout;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let maintenance = state
@@ -930,6 +1039,7 @@ pub async fn serve(
         .maintenance_interval
         .map(|every| crate::graph::spawn_maintenance(maintain_forever(state.clone(), every, stopping.clone())))
         .transpose()?;
+    let mut detached = state.detached.subscribe();
     let app = router(state);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -969,6 +1079,7 @@ pub async fn serve(
         let _ = maintenance.await;
     }
     while connections.join_next().await.is_some() {}
+    let _ = detached.wait_for(|running| *running == 0).await;
     Ok(())
 }
 
@@ -988,9 +1099,7 @@ async fn maintain_forever(state: Arc<AppState>, every: Duration, mut stopping: t
             () = tokio::time::sleep(every) => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
-        let graphs: Vec<(String, Arc<Graph>)> =
-            state.graphs.lock().await.iter().map(|(id, g)| (id.clone(), g.clone())).collect();
-        for (id, graph) in graphs {
+        for (id, graph) in state.open_graphs() {
             // Unpinned versions: rarely (cleanup walks the history), and
             // the first time an hour after the graph was first maintained.
             let last = *cleaned_at.entry(id.clone()).or_insert_with(std::time::Instant::now);

@@ -45,7 +45,16 @@ async fn latest_generation(root: &GraphRoot) -> Result<Option<u64>, EngineError>
 }
 
 /// Takes the graph's write lease, waiting up to `wait` for another holder.
-pub async fn acquire(root: &GraphRoot, owner: &str, ttl: Duration, wait: Duration) -> Result<HeldLease, EngineError> {
+/// While it waits (never inside a request: a create cut short could land
+/// later and hold the graph for a whole TTL), `gone` resolving gives up
+/// with `CallerGone`.
+pub async fn acquire(
+    root: &GraphRoot,
+    owner: &str,
+    ttl: Duration,
+    wait: Duration,
+    gone: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<HeldLease, EngineError> {
     let give_up = now_ms() + wait.as_millis() as u64;
     loop {
         let latest = latest_generation(root).await?;
@@ -70,7 +79,10 @@ pub async fn acquire(root: &GraphRoot, owner: &str, ttl: Duration, wait: Duratio
                 if now_ms() >= give_up {
                     return Err(EngineError::LeaseBusy { owner, generation });
                 }
-                tokio::time::sleep(POLL).await;
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = &mut *gone => return Err(EngineError::CallerGone),
+                }
             }
         }
     }

@@ -27,6 +27,12 @@ pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(30);
 /// lease), so a slow store cannot make a publish land after the lease ended.
 pub const LEASE_PUBLISH_MARGIN: Duration = Duration::from_secs(5);
 
+/// A failed lease renewal is tried again after this, doubling up to
+/// `RENEW_BACKOFF_MAX`, while the lease's time left covers the next try
+/// (a store that fails once must not cost a long load its lease).
+pub const RENEW_BACKOFF_FIRST: Duration = Duration::from_millis(50);
+pub const RENEW_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
 /// Rows appended since a table's scalar indexes were last updated: past this
 /// many, maintenance folds them into the indexes (one step), so lookups
 /// stay proportional to the batch.

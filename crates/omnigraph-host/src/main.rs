@@ -564,20 +564,43 @@ enum Target {
     Server { client: reqwest::Client, url: String, graph: String, token: Option<String> },
 }
 
-/// Why a batch was not committed.
+/// Why a batch was not committed, or may not have been.
 struct BatchRefused {
     /// A bound of SPEC §5 that a smaller batch may fit (split and retry).
     splittable: bool,
     /// The report or the error body, as JSON, when there is one.
     details: Option<serde_json::Value>,
+    /// The batch may have been committed all the same: recovery decides
+    /// (`recovery_required`), or the answer was lost (the connection broke
+    /// after the request was sent, a 5xx that is no refusal). `--resume`
+    /// then finds it in the branch's log by its batch key.
+    maybe_written: bool,
     failure: Failure,
+}
+
+impl BatchRefused {
+    /// The failure to report; when the batch may have been committed, it
+    /// says so and how to finish (the progress bar's message is not shown
+    /// when standard error is no terminal).
+    fn reported(self, what: &str) -> Failure {
+        match self.failure {
+            Failure::Invalid(text) | Failure::Operational(text) if self.maybe_written => {
+                Failure::Operational(format!("{text}\n{what} may have been committed (the answer was lost, or recovery decides); nothing after it was sent. Run again with --resume: it finds it by its batch key in the branch's log and finishes exactly once"))
+            }
+            failure => failure,
+        }
+    }
 }
 
 impl From<Failure> for BatchRefused {
     fn from(failure: Failure) -> Self {
-        BatchRefused { splittable: false, details: None, failure }
+        BatchRefused { splittable: false, details: None, maybe_written: false, failure }
     }
 }
+
+/// The server's answers that refuse a request before anything is written
+/// (503 and 5xx otherwise leave it open whether a write happened).
+const REFUSED_UNWRITTEN: [&str; 5] = ["graph_busy", "server_busy", "recovery_in_progress", "validator_error", "caller_gone"];
 
 impl Target {
     fn call(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -591,9 +614,11 @@ impl Target {
 
     /// Sends a request to the server; a non-2xx answer is an error with its body.
     async fn send(call: reqwest::RequestBuilder) -> Result<serde_json::Value, BatchRefused> {
-        let response = call.send().await.map_err(operational)?;
+        // A request that may have reached the server whose answer is lost.
+        let lost = |e: reqwest::Error| BatchRefused { maybe_written: !e.is_connect(), ..BatchRefused::from(operational(e)) };
+        let response = call.send().await.map_err(lost)?;
         let status = response.status();
-        let body = response.text().await.map_err(operational)?;
+        let body = response.text().await.map_err(lost)?;
         if status.is_success() {
             return Ok(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
         }
@@ -604,7 +629,8 @@ impl Target {
             409 | 413 | 422 => Failure::Invalid(text),
             _ => Failure::Operational(text),
         };
-        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, failure })
+        let maybe_written = code == "recovery_required" || (status.is_server_error() && !REFUSED_UNWRITTEN.contains(&code.as_str()));
+        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, maybe_written, failure })
     }
 
     /// The bounds the graph validates with (the server's `/rules`).
@@ -634,7 +660,8 @@ impl Target {
                         }
                         _ => (false, None),
                     };
-                    Err(BatchRefused { splittable, details, failure: e.into() })
+                    let maybe_written = matches!(e, EngineError::RecoveryRequired { .. });
+                    Err(BatchRefused { splittable, details, maybe_written, failure: e.into() })
                 }
             },
             Target::Server { .. } => {
@@ -682,7 +709,10 @@ impl Target {
                     actor: actor.to_owned(),
                     batch_key: Some(key),
                 };
-                graph.publish_overwrite(publish).await.map(drop).map_err(|e| BatchRefused::from(Failure::from(e)))
+                graph.publish_overwrite(publish).await.map(drop).map_err(|e| BatchRefused {
+                    maybe_written: matches!(e, EngineError::RecoveryRequired { .. }),
+                    ..BatchRefused::from(Failure::from(e))
+                })
             }
             Target::Server { .. } => {
                 let body = serde_json::json!({
@@ -807,6 +837,9 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
             None if len == 0 => {}
             None => checkpoint.next = Position { pass: Pass::Nodes, offset: 0 },
             Some(batch) => {
+                // The run id and batch key are on disk before anything is
+                // sent: whatever happens to the answer, --resume can tell.
+                checkpoint.write(&checkpoint_path).map_err(operational)?;
                 let request = batch_request(&job, job.branch, job.mode, job.from.clone(), &batch, &checkpoint.run);
                 match target.load(request).await {
                     Ok(()) => {
@@ -817,8 +850,13 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                         eprintln!("the file is over a bound as one batch; splitting it");
                         checkpoint.next = Position { pass: Pass::Nodes, offset: 0 };
                     }
+                    Err(refused) if refused.maybe_written => {
+                        bar.abandon_with_message("stopped: the file may have been committed; run again with --resume");
+                        return Err(refused.reported("the file (one batch)"));
+                    }
                     Err(refused) => {
                         print_file_lines(&batch, refused.details.as_ref());
+                        Checkpoint::remove(&checkpoint_path).map_err(operational)?;
                         bar.abandon_with_message("stopped: nothing of the file was written");
                         return Err(refused.failure);
                     }
@@ -847,6 +885,8 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
             None => (job.branch.to_owned(), job.mode, job.from.clone()),
         };
         splitter.seek(checkpoint.next).map_err(operational)?;
+        // As for a whole file: the run id is on disk before a batch is sent.
+        checkpoint.write(&checkpoint_path).map_err(operational)?;
         let mut smaller: Vec<Batch> = Vec::new();
         loop {
             let batch = match smaller.pop() {
@@ -872,6 +912,15 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                     smaller.push(second);
                     smaller.push(first);
                 }
+                Err(refused) if refused.maybe_written => {
+                    let what = format!(
+                        "the batch of file lines {}..={}",
+                        batch.lines.first().map_or(0, |l| l.0),
+                        batch.lines.last().map_or(0, |l| l.0)
+                    );
+                    bar.abandon_with_message(format!("stopped: {what} may have been committed; run again with --resume"));
+                    return Err(refused.reported(&what));
+                }
                 Err(refused) => {
                     print_file_lines(&batch, refused.details.as_ref());
                     let target_note = if checkpoint.overwrite.is_some() { ", and the target is unchanged" } else { "" };
@@ -886,8 +935,12 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
         }
         if let Some(work) = &checkpoint.overwrite {
             if let Err(refused) = target.publish(job.branch, work, checkpoint.publish_key(), job.actor).await {
-                bar.abandon_with_message("the overwrite was not published: the target is unchanged");
-                return Err(refused.failure);
+                bar.abandon_with_message(if refused.maybe_written {
+                    "the overwrite may have been published; run again with --resume"
+                } else {
+                    "the overwrite was not published: the target is unchanged"
+                });
+                return Err(refused.reported("the overwrite's publish"));
             }
             commits += 1;
         }

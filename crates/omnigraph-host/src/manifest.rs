@@ -43,6 +43,41 @@ pub struct TablePin {
     pub version: u64,
 }
 
+impl TablePin {
+    /// Whether this table's data is the graph branch's own (written on it),
+    /// rather than its base's: its Lance branch is the branch's
+    /// (`Commit::lance_branch`), or one of that branch's per-generation
+    /// table branches ([`table_lance_branch`]).
+    pub fn owned_by(&self, branch_lance_branch: Option<&str>) -> bool {
+        match (self.lance_branch.as_deref(), branch_lance_branch) {
+            (None, None) => true,
+            (Some(table), Some(branch)) => {
+                table == branch
+                    || table
+                        .strip_prefix(branch)
+                        .and_then(|rest| rest.strip_prefix(GENERATION_MARK))
+                        .is_some_and(|generation| !generation.is_empty() && generation.bytes().all(|b| b.is_ascii_digit()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Separates a graph branch's Lance branch name from the lease generation
+/// in the name of a table's Lance branch ([`table_lance_branch`]).
+const GENERATION_MARK: &str = ".g";
+
+/// The Lance branch a table's first write on a graph branch creates, under
+/// lease `generation`: `<branch's lance branch>.g<generation>`. Two lease
+/// generations never share one, so a writer that stalled past its lease can
+/// only ever delete or replace a Lance branch of its own generation, never
+/// one another host published. (The generation is digits only and graph
+/// branch names hold no `.g<digits>` at their end once `-<seq>` follows, so
+/// the owner of a name is unambiguous.)
+pub fn table_lance_branch(branch_lance_branch: &str, generation: u64) -> String {
+    format!("{branch_lance_branch}{GENERATION_MARK}{generation}")
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableCounts {
     pub inserted: u64,
@@ -102,9 +137,12 @@ pub struct Commit {
     /// What a `maintain` commit did to its table (e.g. "compact small fragments").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<String>,
-    /// The Lance branch this graph branch writes to: absent for `main`,
+    /// The name of this graph branch's Lance branches: absent for `main`,
     /// `<branch>-<seq of its fork commit>` otherwise, so a branch deleted and
-    /// created again never shares Lance branches with its earlier life.
+    /// created again never shares Lance branches with its earlier life. Each
+    /// table's own Lance branch is this name plus the lease generation that
+    /// first wrote it ([`table_lance_branch`]; graphs written before that
+    /// rule have tables on this name itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lance_branch: Option<String>,
     /// Every table of the graph, by type name.

@@ -22,6 +22,9 @@ use serde::de::DeserializeOwned;
 use crate::error::EngineError;
 use crate::limits::{INDEX_CACHE_BYTES, METADATA_CACHE_BYTES};
 
+/// Where [`GraphRoot::prove_conditional_create`] puts its probe objects.
+const CONDITIONAL_PROBE_DIR: &str = "_probe";
+
 /// A graph root: where its tables and manifest objects are.
 #[derive(Clone)]
 pub struct GraphRoot {
@@ -197,6 +200,23 @@ impl GraphRoot {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Proves that the store refuses a second conditional create of one
+    /// object: the lease and every commit slot are such creates, and a store
+    /// that ignores the condition (some S3-compatible servers do) would make
+    /// them last-writer-wins (`UnsafeStore`). Three requests on a probe
+    /// object of its own, removed after.
+    pub async fn prove_conditional_create(&self) -> Result<(), EngineError> {
+        let probe = format!("{CONDITIONAL_PROBE_DIR}/{}", ulid::Ulid::new());
+        let first = self.put_if_absent(&probe, b"first".to_vec()).await?;
+        let second = self.put_if_absent(&probe, b"second".to_vec()).await?;
+        self.delete(&probe).await?;
+        if first && !second {
+            Ok(())
+        } else {
+            Err(EngineError::UnsafeStore(self.uri.clone()))
         }
     }
 

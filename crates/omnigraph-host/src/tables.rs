@@ -718,6 +718,22 @@ pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, Engi
     Ok(Some(ds))
 }
 
+/// Whether the table was replaced since `version` of its Lance branch (an
+/// overwrite, or a restore to an older version): a step built on `version`
+/// would then rewrite rows or index what the table no longer holds. Reads
+/// the transactions above `version`: as many as landed while the step was
+/// built.
+pub async fn replaced_since(ds: &Dataset, version: u64) -> Result<bool, EngineError> {
+    for v in version + 1..=ds.version().version {
+        match ds.read_transaction_by_version(v).await?.map(|t| t.operation) {
+            Some(Operation::Overwrite { .. }) => return Ok(true),
+            Some(Operation::Restore { version: restored }) if restored < version => return Ok(true),
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
 /// A compaction built on a snapshot of a table but not committed: the
 /// small fragments rewritten without the writer lock, loads going on.
 pub struct PreparedCompaction {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use omnigraph_host::Recovered;
+use omnigraph_host::{Graph, Recovered};
 use omnigraph_validate_wasm::Mode;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,8 +62,10 @@ async fn a_crash_at_any_step_leaves_the_old_or_the_new_state() {
         fail::remove(point);
         assert!(crashed.is_err(), "{point}: the load must have crashed");
 
-        // A new writer (another process, after a restart) waits out the lease.
-        let survivor = reopen(&dir).await;
+        // A new writer (another process, after a restart) waits out the lease
+        // (the panic gave it back: `with_lease`'s guard) and says what its
+        // recovery did.
+        let survivor = Graph::open_unrecovered(root(&dir), validator(), config()).await.unwrap();
         let outcome = survivor.recover_with_wait(Duration::from_secs(10)).await.unwrap();
         let state = export(&survivor, "main", None).await;
         let got = match outcome {

@@ -1,6 +1,9 @@
 //! Loads killed with SIGKILL at random instants: every load is all or
 //! nothing afterwards. Run with `--features failpoints`: the child processes
-//! widen their commit window with injected delays so kills land inside it.
+//! widen their commit window with injected delays so kills land inside it,
+//! and every fourth run is killed at a known point inside it (its recovery
+//! record written, its tables not yet committed), so the runs are sure to
+//! have killed loads mid-commit.
 #![cfg(feature = "failpoints")]
 
 mod common;
@@ -50,13 +53,30 @@ async fn loads_killed_at_random_instants_leave_all_or_nothing() {
     eprintln!("start-up to the lease: {ready} ms; whole load: {done} ms; kills at {from}..{} ms", from + span);
 
     let runs = 20;
-    let (mut landed, mut recovered) = (0, 0);
+    let (mut landed, mut recovered, mut placed) = (0, 0, 0);
     for n in 1..=runs {
         let file = files.path().join(format!("{n}.ndjson"));
         std::fs::write(&file, numbered_batch(n)).unwrap();
-        let mut child = load_command(&dir, &file).spawn().unwrap();
-        let delay = from + random.hash_one(n) % span;
-        std::thread::sleep(Duration::from_millis(delay));
+        let mut command = load_command(&dir, &file);
+        let at_record = n % 4 == 0;
+        if at_record {
+            // Held after its recovery record until killed.
+            command.env("FAILPOINTS", "after-record=sleep(60000)");
+        }
+        let mut child = command.spawn().unwrap();
+        if at_record {
+            let root = dir.root();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while recovery_records(&root).await == 0 {
+                assert!(Instant::now() < deadline, "run {n}: the load never wrote its recovery record");
+                assert!(child.try_wait().unwrap().is_none(), "run {n}: the load ended before its recovery record");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            placed += 1;
+        } else {
+            let delay = from + random.hash_one(n) % span;
+            std::thread::sleep(Duration::from_millis(delay));
+        }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
@@ -72,7 +92,8 @@ async fn loads_killed_at_random_instants_leave_all_or_nothing() {
         assert_eq!(edges as usize, 39 * per.len(), "edges all-or-nothing too (run {n})");
         landed += per.contains_key(&n) as usize;
     }
-    eprintln!("{landed} of {runs} killed loads had committed; {recovered} kills hit between the first table commit and the end (recovery record left)");
+    eprintln!("{landed} of {runs} killed loads had committed; {recovered} kills left a recovery record ({placed} of them placed there)");
+    assert!(recovered >= placed && placed == runs / 4, "kills inside the commit: {recovered}, placed {placed}");
     // The graph still takes loads.
     let last = files.path().join("last.ndjson");
     std::fs::write(&last, numbered_batch(99)).unwrap();

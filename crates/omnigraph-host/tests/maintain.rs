@@ -381,6 +381,85 @@ async fn a_compaction_is_built_without_the_lock_and_keeps_what_loads_replaced_me
     scenario.teardown();
 }
 
+/// A step commits only onto the table it was built from: a compaction
+/// built off the lock on main's Person is dropped when a multi-batch
+/// overwrite replaced the table meanwhile, and every row the overwrite
+/// wrote stays as it wrote it.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compaction_built_before_an_overwrite_is_dropped() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = indexed_graph_of_one_person(&place).await;
+    for f in 0..omnigraph_host::limits::MIN_SMALL_FRAGMENTS {
+        load(&graph, "main", Mode::Merge, &(0..10).map(|i| person(&format!("old{f}-{i}"), 1)).collect::<String>()).await.unwrap();
+    }
+    let (step, release) = hold_a_step_once_prepared(&graph).await;
+    let base_seq = graph.create_work_branch("ow", "main", &["Person".into(), "Knows".into()], "tester").await.unwrap().parent.unwrap().seq;
+    for f in 0..3 {
+        load(&graph, "ow", Mode::Append, &(0..10).map(|i| person(&format!("new{f}-{i}"), 2)).collect::<String>()).await.unwrap();
+    }
+    let publish = omnigraph_host::OverwritePublish {
+        branch: "main".into(),
+        work: "ow".into(),
+        base_seq,
+        types: vec!["Person".into(), "Knows".into()],
+        actor: "tester".into(),
+        batch_key: None,
+    };
+    graph.publish_overwrite(publish).await.unwrap();
+    release.send(()).unwrap();
+    fail::remove("step-prepared");
+    let step = step.await.unwrap().unwrap();
+    assert!(step.as_ref().is_none_or(|c| c.maintenance.as_deref() != Some("compact small fragments")), "{step:?}");
+    let state = export(&graph, "main", None).await;
+    assert_eq!(state.lines().count(), 30, "{state}");
+    for f in 0..3 {
+        for i in 0..10 {
+            assert!(state.contains(&format!("\"data\":{{\"name\":\"new{f}-{i}\",\"age\":2}}")), "new{f}-{i}: {state}");
+        }
+    }
+    assert_heads_published(&graph).await;
+    scenario.teardown();
+}
+
+/// The same when the branch a compaction was built on is deleted, created
+/// again and loaded meanwhile: its new fragments carry the same ids as the
+/// old ones, and the compaction must not put the old branch's rows in
+/// their place.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compaction_built_before_its_branch_was_deleted_and_created_again_is_dropped() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = indexed_graph_of_one_person(&place).await;
+    let fragments = omnigraph_host::limits::MIN_SMALL_FRAGMENTS;
+    let small = |name: &str, f: usize| (0..10).map(|i| person(&format!("{name}{f}-{i}"), 1)).collect::<String>();
+    graph.create_branch("x", "main", "tester").await.unwrap();
+    for f in 0..fragments {
+        load(&graph, "x", Mode::Merge, &small("old", f)).await.unwrap();
+    }
+    let (step, release) = hold_a_step_once_prepared(&graph).await;
+    graph.delete_branch("x", "tester").await.unwrap();
+    graph.create_branch("x", "main", "tester").await.unwrap();
+    for f in 0..fragments {
+        load(&graph, "x", Mode::Merge, &small("new", f)).await.unwrap();
+    }
+    release.send(()).unwrap();
+    fail::remove("step-prepared");
+    step.await.unwrap().unwrap();
+    let state = export(&graph, "x", None).await;
+    assert!(!state.contains("\"name\":\"old"), "the deleted branch's rows came back: {state}");
+    assert_eq!(state.lines().count(), 1 + 10 * fragments, "{state}");
+    for f in 0..fragments {
+        for i in 0..10 {
+            assert_eq!(state.matches(&format!("\"name\":\"new{f}-{i}\"")).count(), 1, "new{f}-{i}");
+        }
+    }
+    assert_heads_published(&graph).await;
+    scenario.teardown();
+}
+
 /// A graph whose Person table holds `First` and is indexed: the start of
 /// both off-lock tests.
 #[cfg(feature = "failpoints")]

@@ -21,24 +21,32 @@ impl Graph {
         let mut staged_tables = BTreeMap::new();
         let mut staged = Vec::new();
         let mut ids = ulid::Generator::new();
+        let copies = sources.iter().any(|(_, source)| matches!(source, Source::CopyOf(_)));
         for (t, source) in sources {
             let def = &self.schema.types[t];
             let path = table_path(def.kind, &def.name);
             let pin = commit.tables.get(&def.name).cloned().ok_or_else(|| EngineError::Corrupt(format!("no pin for {}", def.name)))?;
-            let (base, published) = if pin.lance_branch == target {
-                (self.settle(&path, pin.lance_branch.as_deref(), pin.version).await?, Some(pin.version))
+            let (lance_branch, base, published) = if pin.owned_by(target.as_deref()) {
+                let base = self.settle(&path, pin.lance_branch.as_deref(), pin.version).await?;
+                (pin.lance_branch.clone(), base, Some(pin.version))
             } else {
-                // First write of this table on the branch: fork its Lance branch
-                // (a leftover of a rolled-back first write is replaced).
-                let name = target.as_deref().expect("main's tables are always on Lance's main");
+                // First write of this table on the branch: fork a Lance branch
+                // named for this lease generation. Only this generation ever
+                // writes that name, so a leftover of it is this generation's
+                // own rolled-back first write, never a branch another host
+                // published: deleting it is safe even if this writer stalled
+                // past its lease.
+                let branch = target.as_deref().expect("main's tables are always on Lance's main");
+                let name = table_lance_branch(branch, lease.generation);
+                fail_point!("before-table-branch");
                 let mut ds = self.root.open_table(&path).await?;
-                if ds.list_branches().await?.contains_key(name) {
-                    ds.force_delete_branch(name).await?;
+                if ds.list_branches().await?.contains_key(&name) {
+                    ds.force_delete_branch(&name).await?;
                 }
                 let forked = ds
-                    .create_branch(name, (pin.lance_branch.as_deref(), Some(pin.version)), Some(self.root.store_params()))
+                    .create_branch(&name, (pin.lance_branch.as_deref(), Some(pin.version)), Some(self.root.store_params()))
                     .await?;
-                (forked, None)
+                (Some(name), forked, None)
             };
             let properties = [
                 ("omnigraph.batch_id".to_owned(), commit.batch_id.clone().unwrap_or_default()),
@@ -61,9 +69,9 @@ impl Graph {
             }
             staged_tables.insert(
                 def.name.clone(),
-                StagedTable { lance_branch: target.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
+                StagedTable { lance_branch: lance_branch.clone(), published, read_version, uuid: one.transaction.uuid.clone() },
             );
-            staged.push((t, read_version, one));
+            staged.push(StagedOn { table: t, lance_branch, read_version, staged: one });
         }
         timings.stage = staging.elapsed();
         fail_point!("after-stage");
@@ -82,6 +90,12 @@ impl Graph {
             .await?;
         timings.record = recording.elapsed();
         fail_point!("after-record");
+        if copies {
+            // A multi-batch overwrite's publish that fails after its record.
+            fail_point!("copy-commit-error", |_| Err(EngineError::RecoveryRequired {
+                cause: Box::new(EngineError::Storage("injected failure publishing an overwrite".into()))
+            }));
+        }
         // The record stays until the lease is given up (`give_up`): the next
         // load of the tenure overwrites it, and a record of a published load
         // is recognised as such by recovery.
@@ -96,15 +110,14 @@ impl Graph {
     /// commit's sequence number.
     pub(super) async fn commit_armed(
         &self,
-        staged: Vec<(usize, u64, tables::Staged)>,
+        staged: Vec<StagedOn>,
         lease: &HeldLease,
         mut commit: Commit,
         timings: &mut LoadTimings,
     ) -> Result<Commit, EngineError> {
         let committing = Instant::now();
-        let target = commit.lance_branch.clone();
-        for (t, read_version, one) in staged {
-            let def = &self.schema.types[t];
+        for StagedOn { table, lance_branch, read_version, staged: one } in staged {
+            let def = &self.schema.types[table];
             // A clock only decides to give up early (liveness); the fences
             // below keep a writer whose lease ran out from doing harm.
             if !lease.valid_for(self.publish_margin()) {
@@ -117,7 +130,7 @@ impl Graph {
                 return Err(EngineError::Fenced { table: def.name.clone(), staged_on: read_version, landed_at });
             }
             fail_point!("after-table-commit");
-            commit.tables.insert(def.name.clone(), TablePin { lance_branch: target.clone(), version: ds.version().version });
+            commit.tables.insert(def.name.clone(), TablePin { lance_branch, version: ds.version().version });
         }
         timings.commit = committing.elapsed();
         let syncing = Instant::now();
@@ -152,6 +165,15 @@ impl Graph {
             _ => Ok(()),
         }
     }
+}
+
+/// One table's staged transaction: the Lance branch it commits on and the
+/// version it was staged on (it must land right above it).
+pub(super) struct StagedOn {
+    table: usize,
+    lance_branch: Option<String>,
+    read_version: u64,
+    staged: tables::Staged,
 }
 
 /// The batch with a ULID in every null `_id`, under the stored schema.

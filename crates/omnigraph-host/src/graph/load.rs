@@ -11,7 +11,10 @@ impl Graph {
         let options = serde_json::to_vec(&self.options(req.mode, req.strict)).expect("options serialize");
         let batch = req.batch.clone();
         let (validator, source, schema) = (self.validator.clone(), self.schema_source.clone(), self.schema.clone());
-        let result = tokio::task::spawn_blocking(move || validator.prepare_compiled(&source, &schema, &options, &batch))
+        let result = tokio::task::spawn_blocking(move || {
+            fail_point!("validating");
+            validator.prepare_compiled(&source, &schema, &options, &batch)
+        })
             .await
             .map_err(storage_error)??;
         match result {
@@ -59,6 +62,14 @@ impl Graph {
     /// Loads one batch as one graph commit (SPEC §4.2): all of it becomes
     /// visible at once, or none of it.
     pub async fn load(&self, req: LoadRequest) -> Result<Receipt, EngineError> {
+        self.load_while_wanted(req, never_gone()).await
+    }
+
+    /// [`Graph::load`] for a caller that may go away: while the load waits
+    /// for the writer lock or another host's lease, `gone` resolving gives
+    /// its place up (`CallerGone`, nothing written). Once it holds the lease
+    /// it runs to its end.
+    pub async fn load_while_wanted(&self, req: LoadRequest, gone: CallerGone<'_>) -> Result<Receipt, EngineError> {
         check_branch_name(&req.branch)?;
         if let Some(from) = &req.from {
             check_branch_name(from)?;
@@ -67,15 +78,41 @@ impl Graph {
         let validated = self.validate(&req).await?;
         let validate_time = started.elapsed();
         let asked = Instant::now();
-        self.with_lease(self.config.lease_wait, |lease, _| {
-                let timings = LoadTimings {
-                    validate: validate_time,
-                    lease: asked.elapsed(),
-                    ..LoadTimings::default()
-                };
-                self.load_leased(&req, &validated, lease, timings)
-            })
-            .await
+        self.with_lease_while_wanted(self.config.lease_wait, gone, |lease, recovered| {
+            let timings = LoadTimings {
+                validate: validate_time,
+                lease: asked.elapsed(),
+                ..LoadTimings::default()
+            };
+            let (req, validated) = (&req, &validated);
+            async move {
+                if let Some(commit) = self.rolled_forward_as(req, &recovered).await? {
+                    return Ok(Receipt {
+                        branch: req.branch.clone(),
+                        created_from: None,
+                        mode: req.mode,
+                        commit: Some(commit),
+                        report_json: validated.report_json.clone(),
+                        timings,
+                    });
+                }
+                self.load_leased(req, validated, lease, timings).await
+            }
+        })
+        .await
+    }
+
+    /// The commit recovery just rolled forward, if it is this very batch
+    /// (same branch and batch key): a client retrying a load whose answer it
+    /// lost (`recovery_required`, a broken connection) while its record was
+    /// still unrecovered gets that commit, not a second copy of the batch.
+    async fn rolled_forward_as(&self, req: &LoadRequest, recovered: &Recovered) -> Result<Option<Commit>, EngineError> {
+        let (Some(key), Recovered::RolledForward { branch, seq }) = (&req.batch_key, recovered) else { return Ok(None) };
+        if *branch != req.branch {
+            return Ok(None);
+        }
+        let commit = self.commit_at(branch, *seq).await?;
+        Ok((commit.batch_key.as_deref() == Some(key.as_str())).then_some(commit))
     }
 
     pub(super) async fn load_leased(
@@ -114,6 +151,7 @@ impl Graph {
                 continue;
             }
             let started = Instant::now();
+            fail_point!("checking");
             let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
             let removed_id_limit = self.config.limits.max_removed_id_bytes;
             let outcome = checks::run(

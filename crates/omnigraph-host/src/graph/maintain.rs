@@ -24,6 +24,10 @@ use crate::tables;
 struct PendingStep {
     branch: String,
     table: usize,
+    /// The table's Lance branch and version it was built from: it commits
+    /// only onto a later version of that same table (not one overwritten,
+    /// or a branch deleted and created again, since).
+    built_on: TablePin,
     work: Prepared,
 }
 
@@ -52,14 +56,22 @@ impl Graph {
             {
                 let def = &self.schema.types[pending.table];
                 let pin = &head.tables[&def.name];
-                if pin.lance_branch == head.lance_branch {
-                    let ds = self
-                        .settle(
-                            &table_path(def.kind, &def.name),
-                            pin.lance_branch.as_deref(),
-                            pin.version,
-                        )
-                        .await?;
+                // The step commits only onto the table it was built from;
+                // otherwise it is dropped (nothing of it is published) and
+                // the next step plans on what the table holds now.
+                let built_from_this = pin.owned_by(head.lance_branch.as_deref())
+                    && pin.lance_branch == pending.built_on.lance_branch
+                    && pin.version >= pending.built_on.version;
+                let ds = if built_from_this {
+                    Some(self.settle(&table_path(def.kind, &def.name), pin.lance_branch.as_deref(), pin.version).await?)
+                } else {
+                    None
+                };
+                let ds = match ds {
+                    Some(ds) if !tables::replaced_since(&ds, pending.built_on.version).await? => Some(ds),
+                    _ => None,
+                };
+                if let Some(ds) = ds {
                     let read_version = ds.version().version;
                     let (job, ds, warmup) = match pending.work {
                         Prepared::Fold(fold) => {
@@ -81,7 +93,7 @@ impl Graph {
                 for def in &self.schema.types {
                     let pin = &head.tables[&def.name];
                     // A table another branch owns is maintained through it.
-                    if pin.lance_branch != head.lance_branch {
+                    if !pin.owned_by(head.lance_branch.as_deref()) {
                         continue;
                     }
                     let path = table_path(def.kind, &def.name);
@@ -126,7 +138,7 @@ impl Graph {
         for head in self.branches().await? {
             for (t, def) in self.schema.types.iter().enumerate() {
                 let pin = &head.tables[&def.name];
-                if pin.lance_branch != head.lance_branch {
+                if !pin.owned_by(head.lance_branch.as_deref()) {
                     continue;
                 }
                 let ds =
@@ -146,7 +158,7 @@ impl Graph {
                     },
                     _ => continue,
                 };
-                return Ok(Some(PendingStep { branch: head.branch.clone(), table: t, work }));
+                return Ok(Some(PendingStep { branch: head.branch.clone(), table: t, built_on: pin.clone(), work }));
             }
         }
         Ok(None)
@@ -261,7 +273,7 @@ impl Graph {
         for head in self.branches().await? {
             for def in &self.schema.types {
                 let pin = &head.tables[&def.name];
-                if pin.lance_branch != head.lance_branch {
+                if !pin.owned_by(head.lance_branch.as_deref()) {
                     continue;
                 }
                 let ds = tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;

@@ -104,13 +104,13 @@ impl Graph {
         .await
     }
 
-    /// Replaces the tables of `types` on `branch` by the work branch's, in
-    /// one graph commit, then deletes the work branch.
-    /// The newest commit at or below `head` that is not maintenance, walking
-    /// back no further than sequence number `floor`.
+    /// The newest commit at or below `head` that changed rows, walking back
+    /// no further than sequence number `floor`: maintenance moves no row,
+    /// and a rollback marker holds its parent's tables (a publish that
+    /// recovery rolled back must not make its retry `target_moved`).
     async fn last_change_since(&self, head: &Commit, floor: u64) -> Result<Commit, EngineError> {
         let mut commit = head.clone();
-        while commit.kind == CommitKind::Maintain && commit.seq > floor {
+        while matches!(commit.kind, CommitKind::Maintain | CommitKind::Rollback) && commit.seq > floor {
             match &commit.parent {
                 Some(parent) if parent.branch == commit.branch => commit = self.commit_at(&commit.branch, parent.seq).await?,
                 _ => break,
@@ -119,6 +119,28 @@ impl Graph {
         Ok(commit)
     }
 
+    /// The commit above sequence number `floor` on `head`'s branch that
+    /// carries batch key `key`, if any: a publish that landed before its
+    /// retry (its answer lost). Walks only the commits since `floor`.
+    async fn published_since(&self, head: &Commit, floor: u64, key: &str) -> Result<Option<Commit>, EngineError> {
+        let mut found = None;
+        self.walk_back(head.clone(), |commit| {
+            if commit.seq <= floor {
+                return false;
+            }
+            if commit.batch_key.as_deref() == Some(key) {
+                found = Some(commit.clone());
+                return false;
+            }
+            true
+        })
+        .await?;
+        Ok(found)
+    }
+
+    /// Replaces the tables of `types` on `branch` by the work branch's, in
+    /// one graph commit, then deletes the work branch. A retry of a publish
+    /// that landed (same batch key) answers that publish's commit.
     pub async fn publish_overwrite(&self, req: OverwritePublish) -> Result<Receipt, EngineError> {
         check_branch_name(&req.branch)?;
         check_branch_name(&req.work)?;
@@ -130,13 +152,16 @@ impl Graph {
                 async move {
                     let mut timings = LoadTimings::default();
                     let head = self.head_or_404(&req.branch).await?;
-                    // Maintenance commits since (same rows) neither move the
-                    // target nor hide a publish done before.
+                    // Maintenance commits and rollback markers since move no
+                    // row: they neither move the target nor hide a publish
+                    // done before.
                     let changed = self.last_change_since(&head, req.base_seq).await?;
-                    if req.batch_key.is_some() && changed.batch_key == req.batch_key {
-                        return Ok((changed, timings)); // published before (a retried request)
-                    }
                     if changed.seq != req.base_seq {
+                        if let Some(key) = &req.batch_key
+                            && let Some(published) = self.published_since(&head, req.base_seq, key).await?
+                        {
+                            return Ok((published, timings));
+                        }
                         return Err(EngineError::TargetMoved {
                             branch: req.branch.clone(),
                             expected_seq: req.base_seq,

@@ -154,11 +154,10 @@ impl Graph {
     /// commits that no graph commit names).
     pub(super) async fn settle_all(&self) -> Result<(), EngineError> {
         for head in self.branches().await? {
-            let own = head.lance_branch.clone();
             for def in &self.schema.types {
                 let pin = &head.tables[&def.name];
-                if pin.lance_branch == own {
-                    self.settle(&table_path(def.kind, &def.name), own.as_deref(), pin.version).await?;
+                if pin.owned_by(head.lance_branch.as_deref()) {
+                    self.settle(&table_path(def.kind, &def.name), pin.lance_branch.as_deref(), pin.version).await?;
                 }
             }
         }

@@ -12,6 +12,16 @@ pub(super) struct Tenure {
     writes: u32,
 }
 
+/// Resolves when the caller of a write no longer wants it (its client went
+/// away). Honoured only while the write waits its turn, before anything
+/// is written; once the lease is had the write runs to its end.
+pub type CallerGone<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+
+/// A caller that never goes away.
+pub fn never_gone() -> CallerGone<'static> {
+    Box::pin(std::future::pending())
+}
+
 impl Graph {
     /// Runs `work` holding this process's writer lock and the graph's lease
     /// (waiting at most `wait` for it), after finishing any interrupted load;
@@ -25,9 +35,34 @@ impl Graph {
         F: FnOnce(HeldLease, Recovered) -> Fut,
         Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
     {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let mut held = self.writer.lock().await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.with_lease_while_wanted(wait, never_gone(), work).await
+    }
+
+    /// [`Graph::with_lease`] for a caller that may go away while the write
+    /// waits for the writer lock or another host's lease (`CallerGone`,
+    /// nothing written). If this future is dropped once the lease is held,
+    /// the lease is released on a task of its own (a record left behind is
+    /// finished by the next writer's recovery), not kept until it expires.
+    pub(super) async fn with_lease_while_wanted<'s, T, F, Fut>(
+        &'s self,
+        wait: Duration,
+        mut gone: CallerGone<'_>,
+        work: F,
+    ) -> Result<T, EngineError>
+    where
+        F: FnOnce(HeldLease, Recovered) -> Fut,
+        Fut: std::future::Future<Output = Result<T, EngineError>> + 's,
+    {
+        let mut held = {
+            // A waiter keeps the tenure's lease from being given up; the
+            // guard takes it out of line however the wait ends.
+            let _in_line = InLine::join(&self.waiting);
+            tokio::select! {
+                biased;
+                held = self.writer.lock() => held,
+                () = &mut gone => return Err(EngineError::CallerGone),
+            }
+        };
         let kept = match held.take() {
             Some(tenure) if tenure.lease.valid_for(self.publish_margin()) => Some(tenure),
             Some(tenure) => {
@@ -36,10 +71,14 @@ impl Graph {
             }
             None => None,
         };
+        let mut unreleased;
         let (mut tenure, recovered) = match kept {
-            Some(tenure) => (tenure, Recovered::Nothing),
+            Some(tenure) => {
+                unreleased = Unreleased::arm(self, &tenure.lease);
+                (tenure, Recovered::Nothing)
+            }
             None => {
-                let lease = match lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait).await {
+                let lease = match lease::acquire(&self.root, &self.config.owner, self.config.lease_ttl, wait, &mut gone).await {
                     Err(EngineError::LeaseBusy { owner, generation }) => {
                         return Err(if self.unfinished_before(generation).await? {
                             EngineError::RecoveryInProgress
@@ -49,6 +88,7 @@ impl Graph {
                     }
                     other => other?,
                 };
+                unreleased = Unreleased::arm(self, &lease);
                 // Heads known before this lease (from an earlier tenure, or
                 // published outside one, like `init`'s) may be stale now.
                 self.heads.lock().expect("heads lock").clear();
@@ -56,6 +96,7 @@ impl Graph {
                     Ok(recovered) => (Tenure { lease, writes: 0 }, recovered),
                     Err(e) => {
                         self.give_up(&lease, false).await;
+                        unreleased.disarm();
                         return Err(e);
                     }
                 }
@@ -92,6 +133,7 @@ impl Graph {
         } else {
             self.give_up(&tenure.lease, !needs_recovery).await;
         }
+        unreleased.disarm();
         result
     }
 
@@ -141,16 +183,86 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A place in line for the writer lock, counted in `Graph::waiting` until
+/// dropped (the lock had, or the wait given up or cut short).
+struct InLine<'a>(&'a AtomicUsize);
+
+impl<'a> InLine<'a> {
+    fn join(waiting: &'a AtomicUsize) -> InLine<'a> {
+        waiting.fetch_add(1, Ordering::AcqRel);
+        InLine(waiting)
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A held lease that a write dropped mid-way (its future cut at an await)
+/// would otherwise keep until it expires: dropped armed, it forgets the
+/// tenure's heads and releases the lease on a task of its own. A recovery
+/// record of the cut load stays for the next writer's recovery, which runs
+/// before that writer's first load.
+struct Unreleased<'a> {
+    graph: &'a Graph,
+    lease: Option<HeldLease>,
+}
+
+impl<'a> Unreleased<'a> {
+    fn arm(graph: &'a Graph, lease: &HeldLease) -> Unreleased<'a> {
+        Unreleased { graph, lease: Some(lease.clone()) }
+    }
+
+    /// The lease was kept or given up in order.
+    fn disarm(&mut self) {
+        self.lease = None;
+    }
+}
+
+impl Drop for Unreleased<'_> {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else { return };
+        self.graph.heads.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+        self.graph.record_written.store(false, Ordering::Release);
+        // Without a runtime (it is shutting down) the lease expires on its own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let root = self.graph.root.clone();
+            runtime.spawn(async move {
+                if let Err(e) = lease::release(&root, &lease).await {
+                    eprintln!("could not release lease generation {} of a write cut short ({e}); it expires on its own", lease.generation);
+                }
+            });
+        }
+    }
+}
+
 /// Renews `lease` whenever half of it is left, until aborted (when the work
-/// it protects ends). Stops, quietly, once it cannot: the fences keep a
-/// writer that lost its lease harmless.
+/// it protects ends). A renewal that fails is tried again, backing off,
+/// while the lease outlives the wait (one failed store call must not cost a
+/// long write its lease); it stops, quietly, once the lease was taken over
+/// or ran out: the fences keep a writer that lost its lease harmless.
 async fn keep_renewed(root: GraphRoot, lease: HeldLease, owner: String, ttl: Duration) {
     let half = ttl.as_millis() as u64 / 2;
     loop {
         let due = lease.expires_at_ms().saturating_sub(half);
         tokio::time::sleep(Duration::from_millis(due.saturating_sub(now_ms()))).await;
-        if !matches!(lease::renew(&root, &lease, &owner, ttl).await, Ok(true)) {
-            return;
+        let mut backoff = RENEW_BACKOFF_FIRST;
+        loop {
+            match lease::renew(&root, &lease, &owner, ttl).await {
+                Ok(true) => break,
+                Ok(false) => return,
+                Err(e) => {
+                    if !lease.valid_for(backoff) {
+                        eprintln!("lease generation {} could not be renewed before it ran out ({e})", lease.generation);
+                        return;
+                    }
+                    eprintln!("renewing lease generation {} failed ({e}); trying again in {backoff:?}", lease.generation);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RENEW_BACKOFF_MAX);
+                }
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 //! wasmtime.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod faulty_store;
 pub mod host_process;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -196,14 +197,13 @@ pub async fn recovery_records(root: &GraphRoot) -> usize {
 
 pub async fn assert_heads_published(graph: &Graph) {
     for head in graph.branches().await.expect("branches") {
-        let own = head.lance_branch.clone();
         for def in &graph.schema().types {
             let pin = &head.tables[&def.name];
-            if pin.lance_branch != own {
+            if !pin.owned_by(head.lance_branch.as_deref()) {
                 continue;
             }
             let path = table_path(def.kind, &def.name);
-            let latest = tables::latest_on(graph.root(), &path, own.as_deref()).await.unwrap().expect("lance branch");
+            let latest = tables::latest_on(graph.root(), &path, pin.lance_branch.as_deref()).await.unwrap().expect("lance branch");
             let pinned = tables::open_pinned(graph.root(), &path, pin).await.unwrap();
             let same = latest.version().version == pin.version
                 || latest.count_rows(None).await.unwrap() == pinned.count_rows(None).await.unwrap()
