@@ -303,8 +303,9 @@ impl AppState {
     }
 
     /// Refuses a store that would make the lease and commit slots
-    /// last-writer-wins (`GraphRoot::prove_conditional_create`), before
-    /// anything is served.
+    /// last-writer-wins (`GraphRoot::prove_conditional_create`). `serve`
+    /// calls it before it binds its listener (so no request waits on it in
+    /// the accept backlog).
     pub async fn check_store(&self) -> Result<(), EngineError> {
         let root = GraphRoot::create(&self.config.root, self.config.storage.clone())?;
         let root = match &self.config.store_wrapper {
@@ -1031,7 +1032,6 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    state.check_store().await.map_err(std::io::Error::other)?;
     let header_read_timeout = state.config.header_read_timeout;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let maintenance = state

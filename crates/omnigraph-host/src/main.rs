@@ -416,9 +416,10 @@ async fn run(command: Command) -> Result<(), Failure> {
             if let Some(bytes) = max_batch_bytes {
                 config.engine.limits.max_batch_bytes = bytes;
             }
+            let state = AppState::new(config, validator);
+            state.check_store().await?;
             let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| operational(format!("{listen}: {e}")))?;
             eprintln!("serving graphs under {} on http://{}", root.root, listener.local_addr().map_err(operational)?);
-            let state = AppState::new(config, validator);
             omnigraph_host::http::serve(listener, state, shutdown_signal()).await.map_err(operational)?;
         }
         Command::Validate { schema, file, mode, json, limits, legacy_identity } => {
