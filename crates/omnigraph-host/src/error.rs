@@ -104,6 +104,13 @@ pub fn report_bound(report_json: &str) -> Option<(&'static str, serde_json::Valu
 }
 
 impl EngineError {
+    /// Whether the write may have been committed all the same: only a
+    /// failure after the recovery record (SPEC §4.7); every other error
+    /// leaves the graph as it was.
+    pub fn maybe_committed(&self) -> bool {
+        matches!(self, EngineError::RecoveryRequired { .. })
+    }
+
     /// A stable snake_case code for APIs and logs.
     pub fn code(&self) -> &'static str {
         match self {

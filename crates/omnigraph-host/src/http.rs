@@ -267,11 +267,7 @@ impl AppState {
         let cell = self.graphs.lock().expect("graphs lock").entry(id.to_owned()).or_default().clone();
         let opened = cell
             .get_or_try_init(|| async {
-                let root = GraphRoot::new(&self.graph_location(id), self.config.storage.clone())?;
-                let root = match &self.config.store_wrapper {
-                    Some(wrapper) => root.with_store_wrapper(wrapper.clone()),
-                    None => root,
-                };
+                let root = self.wrapped(GraphRoot::new(&self.graph_location(id), self.config.storage.clone())?);
                 Graph::open(root, self.validator.clone(), self.config.engine.clone()).await.map(Arc::new)
             })
             .await;
@@ -296,6 +292,14 @@ impl AppState {
         format!("{}/{id}", self.config.root.trim_end_matches('/'))
     }
 
+    /// `root` behind the configured store wrapper, if any.
+    fn wrapped(&self, root: GraphRoot) -> GraphRoot {
+        match &self.config.store_wrapper {
+            Some(wrapper) => root.with_store_wrapper(wrapper.clone()),
+            None => root,
+        }
+    }
+
     /// The graphs opened so far.
     fn open_graphs(&self) -> Vec<(String, Arc<Graph>)> {
         let graphs = self.graphs.lock().expect("graphs lock");
@@ -307,12 +311,7 @@ impl AppState {
     /// calls it before it binds its listener (so no request waits on it in
     /// the accept backlog).
     pub async fn check_store(&self) -> Result<(), EngineError> {
-        let root = GraphRoot::create(&self.config.root, self.config.storage.clone())?;
-        let root = match &self.config.store_wrapper {
-            Some(wrapper) => root.with_store_wrapper(wrapper.clone()),
-            None => root,
-        };
-        root.prove_conditional_create().await
+        self.wrapped(GraphRoot::create(&self.config.root, self.config.storage.clone())?).prove_conditional_create().await
     }
 
     /// Counts a load against its actor's admission; the guard releases it.

@@ -661,8 +661,7 @@ impl Target {
                         }
                         _ => (false, None),
                     };
-                    let maybe_written = matches!(e, EngineError::RecoveryRequired { .. });
-                    Err(BatchRefused { splittable, details, maybe_written, failure: e.into() })
+                    Err(BatchRefused { splittable, details, maybe_written: e.maybe_committed(), failure: e.into() })
                 }
             },
             Target::Server { .. } => {
@@ -711,7 +710,7 @@ impl Target {
                     batch_key: Some(key),
                 };
                 graph.publish_overwrite(publish).await.map(drop).map_err(|e| BatchRefused {
-                    maybe_written: matches!(e, EngineError::RecoveryRequired { .. }),
+                    maybe_written: e.maybe_committed(),
                     ..BatchRefused::from(Failure::from(e))
                 })
             }

@@ -420,10 +420,11 @@ async fn an_overwrite_publish_rolled_back_or_answered_late_is_finished_by_its_re
         .unwrap();
     assert_eq!(r.status(), 200);
     let publish = serde_json::json!({"branch": "main", "from": "ow", "base_seq": base_seq, "types": ["Person", "Knows"], "batch_key": "run:publish"});
-    // The first publish fails after its recovery record: recovery rolls it back.
-    fail::cfg("copy-commit-error", "1*return").unwrap();
+    // The first publish fails at its first table commit, after its recovery
+    // record: recovery rolls it back.
+    fail::cfg("table-commit-error", "1*return").unwrap();
     let (status, failed) = post_json(&s, "/graphs/g/overwrite", publish.clone()).await;
-    fail::remove("copy-commit-error");
+    fail::remove("table-commit-error");
     assert_eq!((status, failed["code"].as_str()), (503, Some("recovery_required")), "{failed}");
     let graph = reopen(&s.place.child("g")).await;
     assert!(export(&graph, "main", None).await.contains("\"id\":\"Old\""), "the rolled-back publish left the target as it was");
@@ -467,7 +468,9 @@ async fn the_cli_resumes_a_multi_batch_overwrite_whose_publish_was_rolled_back()
     let file = files.path().join("people.ndjson");
     std::fs::write(&file, (0..120).map(|i| person(&format!("P{i}"), 1)).collect::<String>()).unwrap();
     let file = file.to_str().unwrap();
-    let (code, stderr) = cli(&place, &["--mode", "overwrite", "--batch-lines", "50", file], Some("copy-commit-error=1*return"));
+    // Three batches of 50 lines onto the work branch, one table commit each;
+    // the fourth table commit, the publish's first, fails.
+    let (code, stderr) = cli(&place, &["--mode", "overwrite", "--batch-lines", "50", file], Some("table-commit-error=3*off->1*return"));
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("publish may have been committed") && stderr.contains("--resume"), "{stderr}");
     assert!(export(&graph, "main", None).await.contains("\"id\":\"Old\""), "the target is unchanged");

@@ -21,7 +21,6 @@ impl Graph {
         let mut staged_tables = BTreeMap::new();
         let mut staged = Vec::new();
         let mut ids = ulid::Generator::new();
-        let copies = sources.iter().any(|(_, source)| matches!(source, Source::CopyOf(_)));
         for (t, source) in sources {
             let def = &self.schema.types[t];
             let path = table_path(def.kind, &def.name);
@@ -90,12 +89,6 @@ impl Graph {
             .await?;
         timings.record = recording.elapsed();
         fail_point!("after-record");
-        if copies {
-            // A multi-batch overwrite's publish that fails after its record.
-            fail_point!("copy-commit-error", |_| Err(EngineError::RecoveryRequired {
-                cause: Box::new(EngineError::Storage("injected failure publishing an overwrite".into()))
-            }));
-        }
         // The record stays until the lease is given up (`give_up`): the next
         // load of the tenure overwrites it, and a record of a published load
         // is recognised as such by recovery.
