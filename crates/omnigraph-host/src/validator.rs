@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arrow_buffer::Buffer;
 use omnigraph_validate_wasm::abi::{self, PrepareOutcome, Status};
@@ -144,8 +144,11 @@ struct Ticker {
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            // Woken now, not at its next tick: a process that drops its
+            // validator (every CLI run) does not wait out a tick.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -237,8 +240,19 @@ impl Validator {
         let thread = std::thread::Builder::new()
             .name("validator-epoch".into())
             .spawn(move || {
-                while !ticker_stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
+                loop {
+                    // Parked until the tick is due (a wake-up before it
+                    // parks again), or until the ticker is dropped.
+                    let due = Instant::now() + EPOCH_TICK;
+                    while let Some(left) = due.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+                        if ticker_stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        std::thread::park_timeout(left);
+                    }
+                    if ticker_stop.load(Ordering::Acquire) {
+                        return;
+                    }
                     match ticker_engine.upgrade() {
                         Some(engine) => engine.increment_epoch(),
                         None => return,
