@@ -136,7 +136,7 @@ async function openGraph(id) {
 
 /** The batch bounds a file is split with: the host's, from /rules (as the CLI takes them). */
 function splitBounds() {
-  return { maxLines: state.bounds.max_table_rows, maxBytes: state.bounds.max_batch_bytes };
+  return { maxRows: state.bounds.max_table_rows, maxBytes: state.bounds.max_batch_bytes };
 }
 
 function validateFile(file) {
@@ -160,8 +160,8 @@ function validateFile(file) {
 
 /** Where an interrupted upload of this file to this graph, branch and mode is kept. */
 function checkpointKey() {
-  const { maxLines, maxBytes } = splitBounds();
-  return [CHECKPOINT_KEY, state.graph, $('branch').value, $('mode').value, state.fingerprint, maxLines, maxBytes].join(':');
+  const { maxRows, maxBytes } = splitBounds();
+  return [CHECKPOINT_KEY, state.graph, $('branch').value, $('mode').value, state.fingerprint, maxRows, maxBytes].join(':');
 }
 
 function savedCheckpoint() {

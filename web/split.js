@@ -1,17 +1,22 @@
 // Files larger than one batch, split the way the CLI splits them
-// (crates/omnigraph-host/src/split.rs): a file that fits one batch goes as
-// it is (pass `a`); a larger one, or one the validator refuses for a size
+// (crates/omnigraph-host/src/split.rs): a batch holds at most `maxRows`
+// records of any one type (the host's rows-per-table bound) and `maxBytes`
+// bytes. A file within both goes as it is (pass `a`), one batch however many
+// lines it has; a larger one, or one the validator refuses for a size
 // bound, is split at line boundaries in a nodes pass (`n`: every line that
-// is no edge record) and then an edges pass (`e`), each in file order. A
-// batch the validator refuses for a size bound is halved until it fits.
-// Each batch is named `<run>:<pass>:<start>-<end>` (file byte range), the key
-// its commit carries, so an interrupted upload resumes exactly. The file is
-// read a slice at a time: memory is one batch, never the file. Pure module
-// (no DOM): the page's Worker and the Node tests import it.
+// is no edge record) and then an edges pass (`e`), each in file order, each
+// batch taking every line it can. A batch the validator refuses for a size
+// bound is halved until it fits. Each batch is named
+// `<run>:<pass>:<start>-<end>` (file byte range), the key its commit
+// carries, so an interrupted upload resumes exactly. The file is read a
+// slice at a time: memory is one batch, never the file. Pure module (no
+// DOM): the page's Worker and the Node tests import it.
 
 const LF = 0x0a;
+const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const EDGE = [0x65, 0x64, 0x67, 0x65]; // "edge"
+const EDGE_NAME = new Uint8Array([0x22, 0x65, 0x64, 0x67, 0x65, 0x22]); // "edge"
+const TYPE_NAME = new Uint8Array([0x22, 0x74, 0x79, 0x70, 0x65, 0x22]); // "type"
 /** How much of the file is read at once. */
 export const READ_SLICE_BYTES = 4 << 20;
 /** Errors a whole-file report keeps (the page shows at most 1,000 rows). */
@@ -21,34 +26,65 @@ export const MAX_FILE_ERRORS = 1000;
 export const PASS = { all: 'a', nodes: 'n', edges: 'e' };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const NONE = Object.freeze({ edge: false, table: null });
 
-function containsEdgeName(line) {
-  for (let i = line.indexOf(EDGE[0]); i >= 0 && i + 4 <= line.length; i = line.indexOf(EDGE[0], i + 1)) {
-    if (line[i + 1] === EDGE[1] && line[i + 2] === EDGE[2] && line[i + 3] === EDGE[3]) return true;
+function indexOf(line, needle, from) {
+  for (let i = line.indexOf(needle[0], from); i >= 0 && i + needle.length <= line.length; i = line.indexOf(needle[0], i + 1)) {
+    let j = 1;
+    while (j < needle.length && line[i + j] === needle[j]) j += 1;
+    if (j === needle.length) return i;
   }
-  return false;
+  return -1;
+}
+
+/** `{"type":"` or `{"edge":"` at the start of `line`: which name it is, or null. */
+function leadingMember(line) {
+  if (line[0] !== 0x7b || line[7] !== 0x3a || line[8] !== QUOTE) return null;
+  for (const name of [TYPE_NAME, EDGE_NAME]) {
+    if (indexOf(line.subarray(1, 7), name, 0) === 0) return name;
+  }
+  return null;
 }
 
 /**
- * Whether a line is an edge record: a JSON object whose `edge` is a string
- * (and whose `type`, if any, is a string or null), as the CLI's probe reads
- * it. Anything else, invalid lines included, goes with the nodes.
+ * A line's kind and table, as the CLI's `Probe` reads them: an edge record is
+ * a JSON object whose `edge` is a string (and whose `type`, if any, is a
+ * string or null); its table is its `edge`, a node record's its `type`.
+ * Anything else, invalid lines included, goes with the nodes and counts
+ * against no table. A record laid out as writers write them
+ * (`{"type":"Name",…` or `{"edge":"Name",…`, no escapes, the other name and
+ * the same name nowhere else in the line) is read without parsing it: the
+ * same answer for every line the validator accepts.
  */
-export function isEdgeRecord(line) {
+export function probeLine(line) {
+  const leading = line.indexOf(BACKSLASH) < 0 ? leadingMember(line) : null;
+  if (leading !== null) {
+    const end = line.indexOf(QUOTE, 9);
+    if (end > 9 && indexOf(line, EDGE_NAME, end) < 0 && indexOf(line, TYPE_NAME, end) < 0) {
+      try {
+        return { edge: leading === EDGE_NAME, table: utf8.decode(line.subarray(9, end)) };
+      } catch {
+        return NONE; // not UTF-8: no JSON either
+      }
+    }
+  }
   // Most node lines never name `edge`, literally or through a \u escape.
-  if (!containsEdgeName(line) && line.indexOf(BACKSLASH) < 0) return false;
+  if (indexOf(line, EDGE_NAME, 0) < 0 && indexOf(line, TYPE_NAME, 0) < 0 && line.indexOf(BACKSLASH) < 0) return NONE;
   let value;
   try {
     value = JSON.parse(utf8.decode(line));
   } catch {
-    return false;
+    return NONE;
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  return typeof value.edge === 'string' && (value.type === undefined || value.type === null || typeof value.type === 'string');
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return NONE;
+  const named = (v) => v === undefined || v === null || typeof v === 'string';
+  if (!named(value.edge) || !named(value.type)) return NONE;
+  if (typeof value.edge === 'string') return { edge: true, table: value.edge };
+  return { edge: false, table: value.type ?? null };
 }
 
-function takes(pass, line) {
-  return pass === PASS.all || (pass === PASS.edges) === isEdgeRecord(line);
+function takes(pass, probe) {
+  return pass === PASS.all || (pass === PASS.edges) === probe.edge;
 }
 
 /** The key a batch's commit carries. */
@@ -131,13 +167,13 @@ class LineReader {
 }
 
 /**
- * The batches of one pass, at most `maxLines` lines and `maxBytes` bytes
- * each: `{pass, start, end, firstLine, bytes, lines: [[fileLine, offset]], ends}`.
+ * The batches of one pass, at most `maxRows` records of any one type and
+ * `maxBytes` bytes each: `{pass, start, end, firstLine, bytes, lines: [[fileLine, offset]], ends}`.
  * `firstLine` counts the file lines before `start`. Lines longer than a
  * batch go to `onOversized(fileLine, offset)` and are skipped; each slice
  * read goes to `onSlice(bytes)`, in file order.
  */
-export async function* batchesOf(file, pass, { maxLines, maxBytes }, { onOversized = () => {}, onSlice } = {}) {
+export async function* batchesOf(file, pass, { maxRows, maxBytes }, { onOversized = () => {}, onSlice } = {}) {
   const reader = new LineReader(file, maxBytes, onSlice);
   const buffer = new Uint8Array(Math.min(maxBytes, Math.max(file.size, 1)));
   let pending = null;
@@ -145,6 +181,7 @@ export async function* batchesOf(file, pass, { maxLines, maxBytes }, { onOversiz
   let linesBefore = 0;
   for (;;) {
     const batch = { pass, start: position, end: position, firstLine: linesBefore, lines: [], ends: [] };
+    const rows = new Map();
     let size = 0;
     for (;;) {
       const line = pending ?? (await reader.next());
@@ -152,12 +189,15 @@ export async function* batchesOf(file, pass, { maxLines, maxBytes }, { onOversiz
       if (!line) break;
       if (line.tooLong) {
         onOversized(line.line, line.offset);
-      } else if (takes(pass, line.bytes)) {
-        if (batch.lines.length === maxLines || size + line.bytes.length > maxBytes) {
+      } else if (takes(pass, (line.probe ??= probeLine(line.bytes)))) {
+        const { table } = line.probe;
+        const tableRows = table === null ? 0 : (rows.get(table) ?? 0);
+        if (tableRows === maxRows || size + line.bytes.length > maxBytes) {
           // Not consumed: the reader stays right after it, its bytes stay valid.
           pending = line;
           break;
         }
+        if (table !== null) rows.set(table, tableRows + 1);
         buffer.set(line.bytes, size);
         size += line.bytes.length;
         batch.ends.push(size);
@@ -379,7 +419,7 @@ export async function readBatch(file, entry) {
     const to = lf < 0 ? range.length : lf + 1;
     const bytes = range.subarray(from, to);
     line += 1;
-    if (takes(entry.pass, bytes)) {
+    if (takes(entry.pass, probeLine(bytes))) {
       parts.push(bytes);
       size += bytes.length;
       ends.push(size);

@@ -51,14 +51,20 @@ def offsets(lines):
     return out
 
 
+def batch_line(batch, i):
+    """The text of a batch's line ``i`` (0-based), read from LINES."""
+    return LINES[batch.lines[i][0] - 1]
+
+
 def test_a_file_over_one_batch_is_split_nodes_first_with_file_lines(people, tmp_path):
     path = write(tmp_path, LINES)
-    result = people.validate_file(path, batch_lines=3)
+    result = people.validate_file(path, batch_rows=3)
     assert len(result.batches) > 1
     phases = [b.phase for b in result.batches]
     assert phases == sorted(phases, key=["nodes", "edges"].index), "nodes first, then edges"
     for batch in result.batches:
-        assert 1 <= len(batch.lines) <= 3
+        tables = [og.probe_line(bytes(batch_line(batch, i), "utf-8")) for i in range(len(batch.lines))]
+        assert batch.lines and max(tables.count(t) for t in tables if t != (None, None)) <= 3
         assert json.loads(batch.report_json) == batch.report
     # Every file line is in exactly one batch; each pass keeps file order.
     seen = [line for b in result.batches for line, _ in b.lines]
@@ -85,7 +91,7 @@ def test_a_file_over_one_batch_is_split_nodes_first_with_file_lines(people, tmp_
 def test_split_errors_are_the_whole_files_errors_in_file_lines(people, tmp_path):
     path = write(tmp_path, LINES)
     whole = people.validate(path.read_bytes())
-    split = people.validate_file(path, batch_lines=2)
+    split = people.validate_file(path, batch_rows=2)
     assert {(e["line"], e["offset"], e["code"], e["path"]) for e in whole["errors"]} == {
         (e["file_line"], e["file_offset"], e["code"], e["path"]) for e in split.errors
     }
@@ -113,7 +119,7 @@ def test_a_file_that_fits_is_one_batch_as_it_is(people, tmp_path):
 def test_crlf_lines_and_a_last_line_without_lf(people, tmp_path):
     path = write(tmp_path, LINES, eol="\r\n")
     path.write_bytes(path.read_bytes() + person("p10", nmae="y").encode())
-    result = people.validate_file(path, batch_lines=4)
+    result = people.validate_file(path, batch_rows=4)
     # Sorted by file line, though line 15 (a node) was in an earlier batch than line 13 (an edge).
     assert [(e["file_line"], e["code"]) for e in result.errors] == [
         (8, "unknown_property"), (13, "invalid_date"), (15, "unknown_property")
@@ -159,14 +165,28 @@ def test_an_empty_file_is_one_empty_batch(people, tmp_path):
     assert result.ok and len(result.batches) == 1 and result.records == 0
 
 
-def test_edge_records_are_recognised_as_the_cli_does():
-    assert og.is_edge_record(b'{"edge":"Knows","from":"a","to":"b"}\n')
-    assert og.is_edge_record(b'{"type":null,"\\u0065dge":"Knows"}\r\n')
-    assert og.is_edge_record(b'["Person","Knows"]\n')  # serde reads a struct from a sequence too
-    assert not og.is_edge_record(b'{"type":"Person","data":{"edge":"x"}}\n')
-    assert not og.is_edge_record(b'{"edge":"Knows","edge":"Knows"}\n')  # duplicate field
-    assert not og.is_edge_record(b'{"type":1,"edge":"Knows"}\n')
-    assert not og.is_edge_record(b'{"edge":null}\n')
-    assert not og.is_edge_record(b'{"edge":"Knows"} {}\n')
-    assert not og.is_edge_record(b"\n")
-    assert not og.is_edge_record(b'{"edge":"K\xff"}\n')
+def test_a_line_is_read_as_the_cli_reads_it():
+    cases = json.loads((ROOT / "tests" / "split" / "probe-lines.json").read_text("utf-8"))["cases"]
+    for case in cases:
+        node, edge = og.probe_line(case["line"].encode("utf-8"))
+        assert (edge is not None, edge if edge is not None else node) == (case["edge"], case["table"]), case["line"]
+        assert og.is_edge_record(case["line"].encode("utf-8")) == case["edge"]
+    # As serde reads them (lines the validator refuses either way).
+    assert og.probe_line(b'["Person","Knows"]\n') == ("Person", "Knows")  # a struct from a sequence
+    assert og.probe_line(b'{"edge":"Knows","edge":"Knows","x":1}\n') == (None, None)  # duplicate field
+    assert og.probe_line(b'{"edge":"K\xff"}\n') == (None, None)
+
+
+def test_rows_are_counted_per_table_so_a_file_whose_every_type_fits_is_one_batch(people, tmp_path):
+    # 3 people and 3 Knows edges: 6 lines, 3 rows of each table.
+    lines = [person("a"), person("b"), knows("a", "b"), person("c"), knows("b", "c"), knows("c", "a")]
+    path = write(tmp_path, lines)
+    whole = people.validate_file(path, batch_rows=3)
+    assert [(b.phase, len(b.lines)) for b in whole.batches] == [("all", 6)] and whole.ok
+    # One more person: the people table is over, so the file is split, and
+    # each pass's batch holds up to 3 of a table (the edges' pass is one batch).
+    path = write(tmp_path, lines + [person("d")])
+    split = people.validate_file(path, batch_rows=3)
+    assert [(b.phase, [l for l, _ in b.lines]) for b in split.batches] == [
+        ("nodes", [1, 2, 4]), ("nodes", [7]), ("edges", [3, 5, 6])
+    ]

@@ -84,8 +84,9 @@ pub const MIN_SMALL_FRAGMENTS_BEFORE_COVERING: usize = 4;
 /// maintenance step: a load waits for at most one step.
 pub const MAX_COMPACTION_TASKS_PER_STEP: usize = 1;
 
-/// Maintenance steps the CLI runs after each batch of a split file on a
-/// local root: enough to keep up with what one batch adds.
+/// Maintenance steps the CLI runs on a local root, per batch it committed,
+/// once its last batch is committed: enough to keep up with what one batch
+/// adds.
 pub const MAINTENANCE_STEPS_PER_BATCH: usize = 4;
 
 /// Table versions no commit of a live branch pins are removed once older
@@ -188,3 +189,12 @@ pub const MALLOC_ARENAS: i32 = 2;
 /// glibc's default and 245-254 MiB with this, in the same wall time
 /// (docs/performance.md, bench-load-rss.py).
 pub const MALLOC_MMAP_THRESHOLD: i32 = 4 << 20;
+
+/// Free memory at the top of a malloc heap kept for reuse instead of given
+/// back (`mallopt(M_TRIM_THRESHOLD)`). A fixed mmap threshold also fixes
+/// this one at glibc's 128 KiB, and the heap was then trimmed and faulted
+/// in again around every batch: a 204,800-record CLI load took ~100,000
+/// page faults against ~21,000 and ~10 % longer, while
+/// `scripts/bench-load-rss.py 32 256` stayed at 1.10-1.13 (goal 1.5).
+/// Bounded: at most this much per arena stays resident beyond live data.
+pub const MALLOC_TRIM_THRESHOLD: i32 = 32 << 20;

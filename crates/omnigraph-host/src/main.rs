@@ -186,12 +186,13 @@ enum Command {
         /// Continue after the last committed batch of an interrupted run.
         #[arg(long)]
         resume: bool,
-        /// Lines per batch (at most the rows-per-table bound).
-        #[arg(long, default_value_t = omnigraph_validate_wasm::limits::DEFAULT_MAX_TABLE_ROWS as usize)]
-        batch_lines: usize,
-        /// Bytes per batch (at most the body bound).
-        #[arg(long, default_value_t = omnigraph_validate_wasm::limits::DEFAULT_MAX_BATCH_BYTES)]
-        batch_bytes: u64,
+        /// Records of any one type per batch (default and most: the graph's
+        /// rows-per-table bound).
+        #[arg(long, alias = "batch-lines")]
+        batch_rows: Option<usize>,
+        /// Bytes per batch (default and most: the graph's body bound).
+        #[arg(long)]
+        batch_bytes: Option<u64>,
         #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
         lease_ttl_ms: Option<u64>,
         /// Batch bounds as JSON (local roots; a server's come from its /rules).
@@ -326,6 +327,11 @@ impl RootArgs {
     async fn open(&self) -> Result<Graph, Failure> {
         Ok(Graph::open(self.open_root()?, validator()?, self.engine_config()?).await?)
     }
+
+    /// The graph without a recovery pass at open (`Graph::open_unrecovered`).
+    async fn open_unrecovered(&self) -> Result<Graph, Failure> {
+        Ok(Graph::open_unrecovered(self.open_root()?, validator()?, self.engine_config()?).await?)
+    }
 }
 
 fn validator() -> Result<Arc<Validator>, EngineError> {
@@ -437,11 +443,17 @@ async fn run(command: Command) -> Result<(), Failure> {
                 ValidateOutcome::OptionsError(e) => return Err(operational(e)),
             }
         }
-        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_lines, batch_bytes, lease_ttl_ms, limits, s3 } => {
+        Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_rows, batch_bytes, lease_ttl_ms, limits, s3 } => {
             let target = match (&root, &server) {
                 (Some(root), _) => {
                     let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, lease_wait_ms: None, limits };
-                    Target::Local(Box::new(root.open().await?))
+                    // Not recovered on open: the first load's lease runs
+                    // recovery before it writes (and answers a batch that
+                    // recovery rolled forward with that commit), and its
+                    // commit settles each table it writes. A separate lease
+                    // taken and given back at open cost every run its own
+                    // round of lease writes.
+                    Target::Local(Box::new(root.open_unrecovered().await?))
                 }
                 (None, Some(url)) => Target::Server {
                     client: reqwest_client(),
@@ -459,8 +471,8 @@ async fn run(command: Command) -> Result<(), Failure> {
                 mode: mode.into(),
                 actor: &actor,
                 resume,
-                batch_lines: batch_lines.clamp(1, bounds.max_table_rows.max(1) as usize),
-                batch_bytes: batch_bytes.clamp(1, bounds.max_batch_bytes) as usize,
+                batch_rows: batch_rows.map_or(bounds.max_table_rows, |rows| rows as u64).clamp(1, bounds.max_table_rows.max(1)) as usize,
+                batch_bytes: batch_bytes.unwrap_or(bounds.max_batch_bytes).clamp(1, bounds.max_batch_bytes) as usize,
             };
             load_file(&target, job).await?;
         }
@@ -499,7 +511,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         }
         Command::Recover { root } => {
             // Not `open`: it would recover first, and this command reports what recovery did.
-            let graph = Graph::open_unrecovered(root.open_root()?, validator()?, root.engine_config()?).await?;
+            let graph = root.open_unrecovered().await?;
             print_json(&graph.recover_with_wait(EngineConfig::default().lease_wait).await?);
         }
         Command::Optimize { root, max_steps, retention_secs } => {
@@ -723,13 +735,18 @@ impl Target {
         }
     }
 
-    /// Between the batches of a split file, on a local root: the maintenance
-    /// a server would do in the background (a few bounded steps, each its own
-    /// `maintain` commit), so a long file's checks keep using indexes and few
-    /// fragments. A server target maintains itself.
-    async fn maintain(&self) {
+    /// After a split run of `commits` loads on a local root, once: the
+    /// maintenance a server would have done in the background meanwhile
+    /// (bounded steps, each its own `maintain` commit, at most a few per
+    /// batch the run committed), so the next load's checks use indexes and
+    /// few fragments. Never between a run's batches: a file's commits come
+    /// one after another. A one-batch file adds what one load adds, and is
+    /// left, like any load, to a server or `optimize`. A server target
+    /// maintains itself.
+    async fn maintain_after(&self, commits: u64) {
         let Target::Local(graph) = self else { return };
-        for _ in 0..omnigraph_host::limits::MAINTENANCE_STEPS_PER_BATCH {
+        let steps = omnigraph_host::limits::MAINTENANCE_STEPS_PER_BATCH.saturating_mul(commits as usize);
+        for _ in 0..steps {
             match graph.maintain_step().await {
                 Ok(Some(_)) => {}
                 Ok(None) => return,
@@ -770,7 +787,7 @@ struct LoadJob<'a> {
     mode: Mode,
     actor: &'a str,
     resume: bool,
-    batch_lines: usize,
+    batch_rows: usize,
     batch_bytes: usize,
 }
 
@@ -805,9 +822,9 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
         // A resumed run splits with the interrupted run's bounds.
         (true, Some(previous)) => previous,
         (true, None) => return Err(operational(format!("--resume: no checkpoint at {}", checkpoint_path.display()))),
-        (false, _) => Checkpoint::new(digest, job.batch_lines, job.batch_bytes),
+        (false, _) => Checkpoint::new(digest, job.batch_rows, job.batch_bytes),
     };
-    let mut splitter = Splitter::open(job.file, checkpoint.batch_lines, checkpoint.batch_bytes).map_err(operational)?;
+    let mut splitter = Splitter::open(job.file, checkpoint.batch_rows, checkpoint.batch_bytes).map_err(operational)?;
     let len = splitter.len();
     // A batch may have committed after the last checkpoint write: the
     // graph's log knows (each commit carries its batch key).
@@ -826,12 +843,7 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
     let mut commits = 0u64;
 
     if checkpoint.next.pass == Pass::All {
-        let whole = if checkpoint.next.offset == 0 && splitter.fits_one_batch().map_err(operational)? {
-            splitter.seek(checkpoint.next).map_err(operational)?;
-            splitter.next_batch().map_err(operational)?
-        } else {
-            None
-        };
+        let whole = if checkpoint.next.offset == 0 { splitter.whole_file().map_err(operational)? } else { None };
         match whole {
             None if checkpoint.next.offset >= len && len > 0 => {}
             None if len == 0 => {}
@@ -849,6 +861,7 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                     Err(refused) if refused.splittable => {
                         eprintln!("the file is over a bound as one batch; splitting it");
                         checkpoint.next = Position { pass: Pass::Nodes, offset: 0 };
+                        checkpoint.write(&checkpoint_path).map_err(operational)?;
                     }
                     Err(refused) if refused.maybe_written => {
                         bar.abandon_with_message("stopped: the file may have been committed; run again with --resume");
@@ -861,7 +874,6 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                         return Err(refused.failure);
                     }
                 }
-                checkpoint.write(&checkpoint_path).map_err(operational)?;
             }
         }
     }
@@ -902,7 +914,6 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
                     checkpoint.next = Position { pass: batch.pass, offset: batch.end };
                     checkpoint.write(&checkpoint_path).map_err(operational)?;
                     commits += 1;
-                    target.maintain().await;
                     let done = if batch.pass == Pass::Edges { len / 2 + batch.end / 2 } else { batch.end / 2 };
                     bar.set_position(done);
                     bar.set_message(format!("{commits} commits ({})", if batch.pass == Pass::Edges { "edges" } else { "nodes" }));
@@ -948,6 +959,9 @@ async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
     bar.set_position(len.max(1));
     bar.finish_with_message(format!("{commits} commits"));
     Checkpoint::remove(&checkpoint_path).map_err(operational)?;
+    if checkpoint.next.pass != Pass::All {
+        target.maintain_after(commits).await;
+    }
     Ok(())
 }
 
@@ -987,13 +1001,14 @@ async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), F
 
 fn main() -> ExitCode {
     // Before any thread exists: few arenas, so freed batch buffers are reused
-    // instead of piling up per thread, and a fixed mmap threshold, so a
-    // batch's large buffers are returned when freed (memory stays one batch,
-    // not the file).
+    // instead of piling up per thread, a fixed mmap threshold, so a batch's
+    // large buffers are returned when freed (memory stays one batch, not the
+    // file), and a trim threshold that keeps the heap's top between batches.
     // SAFETY: mallopt only sets allocator parameters; no allocation is in flight on another thread.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, omnigraph_host::limits::MALLOC_ARENAS);
         libc::mallopt(libc::M_MMAP_THRESHOLD, omnigraph_host::limits::MALLOC_MMAP_THRESHOLD);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, omnigraph_host::limits::MALLOC_TRIM_THRESHOLD);
     }
     let cli = Cli::parse();
     // Test builds read crash/delay injections from FAILPOINTS (tests/kill.rs).

@@ -1,12 +1,16 @@
 //! Loading files larger than one batch (SPEC §5, §7). The file is streamed,
-//! never read whole: memory is one batch. A file that fits one batch is sent
-//! as it is. A larger one is split at line boundaries in two passes: node
+//! never read whole: memory is one batch. A batch is bounded as the
+//! validator bounds it: rows per table (the records naming one type) and
+//! bytes. A file within both is sent as it is, one commit, however many
+//! lines it has. A larger one is split at line boundaries in two passes: node
 //! records (and every line that is no edge record, so the validator still
 //! reports it) first, then edge records, each pass keeping the file's order
 //! (merge's last-wins is unchanged; an edge never reaches the host before a
 //! node of a later line it points to). Each batch is named by its pass and
 //! byte range, so `--resume` neither loses nor repeats one, however batches
-//! were split further to fit the validator's bounds.
+//! were split further to fit the validator's bounds. Each batch takes every
+//! line it can (a cut falls only where the next line would cross a bound),
+//! so a pass has the fewest batches those bounds allow.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -37,11 +41,11 @@ impl Pass {
         }
     }
 
-    fn takes(self, line: &[u8]) -> bool {
+    fn takes(self, line: &Probe<'_>) -> bool {
         match self {
             Pass::All => true,
-            Pass::Nodes => !is_edge_record(line),
-            Pass::Edges => is_edge_record(line),
+            Pass::Nodes => !line.is_edge(),
+            Pass::Edges => line.is_edge(),
         }
     }
 }
@@ -54,7 +58,7 @@ pub struct Position {
 }
 
 /// The top-level names of a record line: which kind, which type.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Probe<'a> {
     #[serde(borrow, rename = "type")]
     node: Option<std::borrow::Cow<'a, str>>,
@@ -62,19 +66,75 @@ struct Probe<'a> {
     edge: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// Whether a line is an edge record (a JSON object with an `edge` string).
-/// Anything else, invalid lines included, goes with the nodes.
-pub fn is_edge_record(line: &[u8]) -> bool {
-    matches!(
-        serde_json::from_slice::<Probe<'_>>(line),
-        Ok(Probe { edge: Some(_), .. })
-    )
+impl<'a> Probe<'a> {
+    /// A line's names; a line that is no JSON object with string (or null)
+    /// `type` and `edge` names none.
+    fn of(line: &'a [u8]) -> Probe<'a> {
+        Probe::as_written(line).unwrap_or_else(|| serde_json::from_slice(line).unwrap_or_default())
+    }
+
+    /// A record laid out as writers write them, read without parsing it:
+    /// `{"type":"Name",…` or `{"edge":"Name",…`, no escape in the line, and
+    /// neither name again after `Name`. For every line the validator
+    /// accepts, the same answer as parsing (a line it refuses fails its
+    /// file anyway). `web/split.js`'s `probeLine` reads lines the same way.
+    fn as_written(line: &'a [u8]) -> Option<Probe<'a>> {
+        let rest = line.strip_prefix(b"{\"")?;
+        let (edge, rest) = match rest.strip_prefix(b"type\":\"") {
+            Some(rest) => (false, rest),
+            None => (true, rest.strip_prefix(b"edge\":\"")?),
+        };
+        let end = rest.iter().position(|&b| b == b'"' || b == b'\\').filter(|&end| end > 0 && rest[end] == b'"')?;
+        // The rest in one scalar pass from the name's closing quote on (a
+        // record's quotes are a few bytes apart: SIMD searches restarted at
+        // each cost more than this loop).
+        let after = &rest[end..];
+        for (at, &byte) in after.iter().enumerate() {
+            let named_again = || after[at + 1..].starts_with(b"type\"") || after[at + 1..].starts_with(b"edge\"");
+            if byte == b'\\' || (byte == b'"' && named_again()) {
+                return None;
+            }
+        }
+        let name = Some(std::borrow::Cow::Borrowed(std::str::from_utf8(&rest[..end]).ok()?));
+        Some(if edge { Probe { node: None, edge: name } } else { Probe { node: name, edge: None } })
+    }
+
+    /// An edge record (an `edge` string). Anything else, invalid lines
+    /// included, goes with the nodes.
+    fn is_edge(&self) -> bool {
+        self.edge.is_some()
+    }
+
+    /// The table the record's row goes to (`edge`, else `type`): the one
+    /// whose rows bound it counts against. A line naming none counts
+    /// against no table (the validator refuses it; its bytes still count).
+    fn table(&self) -> Option<&str> {
+        self.edge.as_deref().or(self.node.as_deref())
+    }
 }
 
-/// The type a record line names (`type` or `edge`), if it parses.
-pub fn record_type(line: &[u8]) -> Option<String> {
-    let probe: Probe<'_> = serde_json::from_slice(line).ok()?;
-    probe.edge.or(probe.node).map(|name| name.into_owned())
+/// Rows per table of the lines a batch holds so far.
+#[derive(Default)]
+struct TableRows(std::collections::HashMap<String, usize>);
+
+impl TableRows {
+    /// Counts one more row of `table` if it stays within `max` rows; a
+    /// line naming no table always fits.
+    fn admit(&mut self, table: Option<&str>, max: usize) -> bool {
+        let Some(table) = table else { return true };
+        match self.0.get_mut(table) {
+            Some(rows) if *rows >= max => false,
+            Some(rows) => {
+                *rows += 1;
+                true
+            }
+            None if max == 0 => false,
+            None => {
+                self.0.insert(table.to_owned(), 1);
+                true
+            }
+        }
+    }
 }
 
 /// One batch: the lines of its pass in `[start, end)` of the file.
@@ -133,21 +193,22 @@ impl Batch {
     }
 }
 
-/// Reads one file in batches of at most `max_lines` lines and `max_bytes` bytes.
+/// Reads one file in batches of at most `max_table_rows` records of any
+/// one type and `max_bytes` bytes.
 pub struct Splitter {
     reader: BufReader<File>,
     len: u64,
     position: Position,
     /// Lines before `position.offset` (file line numbers continue from here).
     line_no: u64,
-    max_lines: usize,
+    max_table_rows: usize,
     max_bytes: usize,
     /// A line read past the end of the previous batch, with its offset.
     pending: Option<(Vec<u8>, u64)>,
 }
 
 impl Splitter {
-    pub fn open(path: &Path, max_lines: usize, max_bytes: usize) -> Result<Splitter, String> {
+    pub fn open(path: &Path, max_table_rows: usize, max_bytes: usize) -> Result<Splitter, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
         let reader = BufReader::with_capacity(1 << 20, file);
@@ -160,7 +221,7 @@ impl Splitter {
             len,
             position: start,
             line_no: 0,
-            max_lines,
+            max_table_rows,
             max_bytes,
             pending: None,
         })
@@ -197,25 +258,23 @@ impl Splitter {
         Ok(())
     }
 
-    /// Whether the whole file fits one batch (then it goes as it is).
-    pub fn fits_one_batch(&mut self) -> Result<bool, String> {
+    /// The whole file as one batch, if it is within both bounds (then it
+    /// goes as it is); otherwise `None`, and the splitter is back at the start.
+    pub fn whole_file(&mut self) -> Result<Option<Batch>, String> {
+        let start = Position {
+            pass: Pass::All,
+            offset: 0,
+        };
         if self.len > self.max_bytes as u64 {
-            return Ok(false);
+            return Ok(None);
         }
-        self.seek(Position {
-            pass: Pass::All,
-            offset: 0,
-        })?;
-        let mut lines = 0usize;
-        let mut line = Vec::new();
-        while self.read_line(&mut line)? {
-            lines += 1;
+        self.seek(start)?;
+        let batch = self.fill()?;
+        if self.pending.is_none() && !batch.lines.is_empty() {
+            return Ok(Some(batch));
         }
-        self.seek(Position {
-            pass: Pass::All,
-            offset: 0,
-        })?;
-        Ok(lines <= self.max_lines)
+        self.seek(start)?;
+        Ok(None)
     }
 
     /// Reads the next line (LF included) into `line`; `false` at the end of the file.
@@ -267,11 +326,12 @@ impl Splitter {
         }
     }
 
-    /// Reads lines of the current pass until a bound would be crossed.
+    /// Reads lines of the current pass until the next would cross a bound.
     fn fill(&mut self) -> Result<Batch, String> {
         let pass = self.position.pass;
         let start = self.position.offset;
         let (mut bytes, mut lines, mut line_ends) = (Vec::new(), Vec::new(), Vec::new());
+        let mut rows = TableRows::default();
         let mut line = Vec::new();
         loop {
             let offset = self.position.offset;
@@ -283,11 +343,14 @@ impl Splitter {
                     }
                 }
             }
-            if !pass.takes(&line) {
+            let probe = Probe::of(&line);
+            if !pass.takes(&probe) {
                 self.advance(line.len());
                 continue;
             }
-            if lines.len() == self.max_lines || bytes.len() + line.len() > self.max_bytes {
+            let fits = bytes.len() + line.len() <= self.max_bytes && rows.admit(probe.table(), self.max_table_rows);
+            drop(probe);
+            if !fits {
                 self.pending = Some((std::mem::take(&mut line), offset));
                 break;
             }
@@ -312,8 +375,8 @@ pub fn types_named(path: &Path, max_bytes: usize) -> Result<Vec<String>, String>
     let mut names = std::collections::BTreeSet::new();
     let mut line = Vec::new();
     while splitter.read_line(&mut line)? {
-        if let Some(name) = record_type(&line) {
-            names.insert(name);
+        if let Some(name) = Probe::of(&line).table() {
+            names.insert(name.to_owned());
         }
         splitter.advance(line.len());
     }
@@ -351,8 +414,10 @@ pub struct Checkpoint {
     /// is stored in its commit.
     pub run: String,
     pub file_sha256: String,
-    /// The bounds the file is split with.
-    pub batch_lines: usize,
+    /// The bounds the file is split with (rows per table; runs written
+    /// before rows were counted per table named it `batch_lines`).
+    #[serde(alias = "batch_lines")]
+    pub batch_rows: usize,
     pub batch_bytes: usize,
     /// Everything before this position is committed.
     pub next: Position,
@@ -362,11 +427,11 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    pub fn new(file_sha256: String, batch_lines: usize, batch_bytes: usize) -> Checkpoint {
+    pub fn new(file_sha256: String, batch_rows: usize, batch_bytes: usize) -> Checkpoint {
         Checkpoint {
             run: ulid::Ulid::new().to_string(),
             file_sha256,
-            batch_lines,
+            batch_rows,
             batch_bytes,
             next: Position {
                 pass: Pass::All,
@@ -475,32 +540,82 @@ mod tests {
     const NODE: &str = r#"{"type":"P","id":"a"}"#;
     const EDGE: &str = r#"{"edge":"K","from":"a","to":"b"}"#;
 
+    const OTHER_NODE: &str = r#"{"type":"Q","id":"q"}"#;
+
+    fn texts(batches: &[Batch]) -> Vec<String> {
+        batches.iter().map(|b| String::from_utf8(b.bytes.to_vec()).unwrap()).collect()
+    }
+
     #[test]
-    fn nodes_come_before_edges_in_file_order_within_both_bounds() {
-        let text = format!("{EDGE}\n{NODE}\nnot json\n\n{EDGE}\n{NODE}");
+    fn nodes_come_before_edges_in_file_order_and_rows_are_counted_per_table() {
+        let text = format!("{EDGE}\n{NODE}\n{OTHER_NODE}\nnot json\n\n{NODE}\n{OTHER_NODE}\n{EDGE}\n{NODE}");
         let f = file(&text);
+        // Two rows per table: the cut falls before the third P, whatever
+        // the other table and the lines naming no table hold.
         let mut s = Splitter::open(f.path(), 2, 1000).unwrap();
         let batches = all_batches(&mut s);
-        let texts: Vec<String> = batches
-            .iter()
-            .map(|b| String::from_utf8(b.bytes.to_vec()).unwrap())
-            .collect();
         assert_eq!(
-            texts,
+            texts(&batches),
             [
-                format!("{NODE}\nnot json\n"),
-                format!("\n{NODE}"),
+                format!("{NODE}\n{OTHER_NODE}\nnot json\n\n{NODE}\n{OTHER_NODE}\n"),
+                NODE.to_owned(),
                 format!("{EDGE}\n{EDGE}\n")
             ]
         );
         let lines: Vec<Vec<u64>> = batches.iter().map(|b| b.lines.iter().map(|l| l.0).collect()).collect();
-        assert_eq!(lines, [vec![2, 3], vec![4, 6], vec![1, 5]], "file line numbers");
+        assert_eq!(lines, [vec![2, 3, 4, 5, 6, 7], vec![9], vec![1, 8]], "file line numbers");
         // Each pass's ranges tile the file: nothing lost, nothing repeated.
         assert_eq!((batches[0].start, batches[1].end), (0, text.len() as u64));
         assert_eq!(batches[0].end, batches[1].start);
         assert_eq!((batches[2].start, batches[2].end), (0, text.len() as u64));
         let total: usize = batches.iter().map(|b| b.bytes.len()).sum();
         assert_eq!(total, text.len(), "every byte once");
+        // The byte bound cuts too: two node lines fill a batch, an edge line
+        // is more than half of one.
+        let mut s = Splitter::open(f.path(), 100, 2 * NODE.len() + 2).unwrap();
+        let sizes: Vec<usize> = all_batches(&mut s).iter().map(|b| b.lines.len()).collect();
+        assert_eq!(sizes, [2, 3, 2, 1, 1]);
+    }
+
+    #[test]
+    fn a_line_is_read_as_parsing_reads_it() {
+        #[derive(Deserialize)]
+        struct Case {
+            line: String,
+            edge: bool,
+            table: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Cases {
+            cases: Vec<Case>,
+        }
+        let cases: Cases = serde_json::from_str(include_str!("../../../tests/split/probe-lines.json")).unwrap();
+        for Case { line, edge, table } in cases.cases {
+            let table = table.as_deref();
+            let probe = Probe::of(line.as_bytes());
+            assert_eq!((probe.is_edge(), probe.table()), (edge, table), "{line}");
+            // Read without parsing only where parsing agrees.
+            if let Some(fast) = Probe::as_written(line.as_bytes()) {
+                let parsed: Probe<'_> = serde_json::from_slice(line.as_bytes()).unwrap();
+                assert_eq!((fast.is_edge(), fast.table()), (parsed.is_edge(), parsed.table()), "{line}");
+            }
+        }
+        assert!(Probe::as_written(br#"{"type":"Person","data":{}}"#).is_some(), "a writer's record is not parsed");
+    }
+
+    #[test]
+    fn a_file_within_both_bounds_is_one_batch_however_many_lines() {
+        let text = format!("{EDGE}\n{NODE}\n{OTHER_NODE}\n{NODE}\n{EDGE}\n{OTHER_NODE}\n");
+        let f = file(&text);
+        let whole = Splitter::open(f.path(), 2, 1000).unwrap().whole_file().unwrap().unwrap();
+        assert_eq!((whole.pass, whole.start, whole.end, whole.lines.len()), (Pass::All, 0, text.len() as u64, 6));
+        assert_eq!(*whole.bytes, text.as_bytes());
+        // One row too many of one table, or one byte too many: split.
+        let mut s = Splitter::open(f.path(), 1, 1000).unwrap();
+        assert!(s.whole_file().unwrap().is_none());
+        assert_eq!(s.position(), Position { pass: Pass::All, offset: 0 });
+        assert!(Splitter::open(f.path(), 2, text.len() - 1).unwrap().whole_file().unwrap().is_none());
+        assert!(Splitter::open(file("").path(), 2, 1000).unwrap().whole_file().unwrap().is_none());
     }
 
     #[test]

@@ -61,9 +61,9 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     let batches = 24;
     std::fs::write(&file, (0..batches).map(file_batch).collect::<String>()).unwrap();
     let checkpoint = files.path().join("big.ndjson.omnigraph-checkpoint");
-    let load = |resume: bool, batch_lines: &str| {
+    let load = |resume: bool, batch_rows: &str| {
         let mut cmd = Command::new(BIN);
-        cmd.arg("load").args(dir.cli_args()).args(["--batch-lines", batch_lines, file.to_str().unwrap()])
+        cmd.arg("load").args(dir.cli_args()).args(["--batch-rows", batch_rows, file.to_str().unwrap()])
             .env("OMNIGRAPH_LEASE_TTL_MS", lease_ttl_ms().to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -103,7 +103,7 @@ async fn a_killed_multi_batch_load_resumes_without_loss_or_repeats() {
     let loads = log.iter().filter(|c| c.kind != omnigraph_host::manifest::CommitKind::Maintain).count();
     // 960 people in batches of 50, then 240 edges in batches of 50.
     assert_eq!(loads, 20 + 5 + 1, "one commit per batch, plus init");
-    assert!(log.len() > loads, "the CLI maintained the local graph between batches");
+    assert!(log.len() > loads, "the CLI maintained the local graph after its run");
     assert_heads_published(&graph).await;
 }
 
@@ -121,7 +121,7 @@ async fn load_sends_batches_to_a_server_with_a_token() {
         let (url, file, token) = (s.url.clone(), file.clone(), token.to_owned());
         tokio::task::spawn_blocking(move || {
             Command::new(BIN)
-                .args(["load", "--server", &url, "--graph", "g", "--token", &token, "--batch-lines", "50"])
+                .args(["load", "--server", &url, "--graph", "g", "--token", &token, "--batch-rows", "50"])
                 .arg(&file)
                 .output()
                 .unwrap()

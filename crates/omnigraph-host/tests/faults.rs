@@ -470,7 +470,7 @@ async fn the_cli_resumes_a_multi_batch_overwrite_whose_publish_was_rolled_back()
     let file = file.to_str().unwrap();
     // Three batches of 50 lines onto the work branch, one table commit each;
     // the fourth table commit, the publish's first, fails.
-    let (code, stderr) = cli(&place, &["--mode", "overwrite", "--batch-lines", "50", file], Some("table-commit-error=3*off->1*return"));
+    let (code, stderr) = cli(&place, &["--mode", "overwrite", "--batch-rows", "50", file], Some("table-commit-error=3*off->1*return"));
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("publish may have been committed") && stderr.contains("--resume"), "{stderr}");
     assert!(export(&graph, "main", None).await.contains("\"id\":\"Old\""), "the target is unchanged");

@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 
 use common::*;
 use omnigraph_host::auth::Auth;
+use omnigraph_host::manifest::CommitKind;
 use omnigraph_validate_wasm::Mode;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
@@ -66,27 +67,67 @@ async fn people_and_edges(g: &omnigraph_host::Graph, branch: &str) -> BTreeMap<S
     c
 }
 
+/// The kinds of `branch`'s commits, oldest first.
+async fn kinds(g: &omnigraph_host::Graph, branch: &str) -> Vec<CommitKind> {
+    g.log(branch).await.unwrap().into_iter().rev().map(|c| c.kind).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_split_file_loads_nodes_before_edges() {
+async fn a_split_file_loads_nodes_before_edges_and_maintains_after_its_last_batch() {
     let dir = place().await;
     drop(init(&dir).await);
     let files = tempfile::tempdir().unwrap();
     let file = write(files.path(), "edges-first.ndjson", &edges_first(30));
-    ok(&cli(&dir, &["load", "--batch-lines", "7", &file]));
+    ok(&cli(&dir, &["load", "--batch-rows", "7", &file]));
     let g = reopen(&dir).await;
     assert_eq!(
         people_and_edges(&g, "main").await,
         [("Knows".to_owned(), 29), ("Person".to_owned(), 30)].into()
     );
-    // Maintenance commits (the CLI maintains a local root between batches) aside.
-    let log: Vec<_> =
-        g.log("main").await.unwrap().into_iter().filter(|c| c.kind != omnigraph_host::manifest::CommitKind::Maintain).collect();
-    assert_eq!(
-        log.len(),
-        1 + 5 + 5,
-        "30 nodes and 29 edges in batches of 7: {}",
-        log.len()
-    );
+    // init, 30 nodes and 29 edges in batches of 7 one after another, then
+    // the run's maintenance: never a step between two of its batches.
+    let kinds = kinds(&g, "main").await;
+    let loads = kinds.iter().filter(|k| **k == CommitKind::Load).count();
+    assert_eq!(loads, 5 + 5, "{kinds:?}");
+    assert!(kinds[1..=loads].iter().all(|k| *k == CommitKind::Load), "{kinds:?}");
+    assert!(kinds.len() > 1 + loads && kinds[1 + loads..].iter().all(|k| *k == CommitKind::Maintain), "{kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_whose_every_table_fits_is_one_commit_however_many_lines() {
+    let dir = place().await;
+    drop(init(&dir).await);
+    let files = tempfile::tempdir().unwrap();
+    // 30 people, 29 Knows, 3 companies and 10 WorksAt: 72 lines, at most 30
+    // rows of any one table.
+    let mut text = edges_first(30);
+    for c in 0..3 {
+        text.push_str(&format!("{{\"type\":\"Company\",\"data\":{{\"name\":\"c{c}\"}}}}\n"));
+    }
+    for i in 0..10 {
+        text.push_str(&format!("{{\"edge\":\"WorksAt\",\"from\":\"p{i}\",\"to\":\"c{}\"}}\n", i % 3));
+    }
+    let file = write(files.path(), "whole.ndjson", &text);
+    ok(&cli(&dir, &["load", "--batch-rows", "30", &file]));
+    let g = reopen(&dir).await;
+    let log = g.log("main").await.unwrap();
+    let loads: Vec<_> = log.iter().filter(|c| c.kind == CommitKind::Load).collect();
+    assert_eq!(loads.len(), 1, "one commit for the whole file");
+    let key = loads[0].batch_key.as_deref().unwrap();
+    assert!(key.ends_with(&format!(":a:0-{}", text.len())), "the whole file, pass a: {key}");
+    let c = counts(&g, "main").await;
+    assert_eq!((c["Person"], c["Knows"], c["Company"], c["WorksAt"]), (30, 29, 3, 10));
+    // One more row of one table, and the file is split (its edges after its
+    // nodes, which they point to), into a fresh graph.
+    text.push_str(&person("p30", 1));
+    let file = write(files.path(), "over.ndjson", &text);
+    let fresh = place().await;
+    drop(init(&fresh).await);
+    ok(&cli(&fresh, &["load", "--batch-rows", "30", &file]));
+    let g = reopen(&fresh).await;
+    let loads = g.log("main").await.unwrap().iter().filter(|c| c.kind == CommitKind::Load).count();
+    assert_eq!(loads, 2 + 1, "two node batches (31 people) and one edge batch");
+    assert_eq!(counts(&g, "main").await["WorksAt"], 10);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +145,7 @@ async fn a_batch_over_the_arrow_bound_is_split_until_it_fits() {
         .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"h{i}\",\"tags\":[\"aaaaaaaaaaaaaaaaaaaa\",\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\",\"c\",\"d\",\"e\"]}}}}\n"))
         .collect();
     let file = write(files.path(), "heavy.ndjson", &heavy);
-    let out = cli(&dir, &["load", "--limits", &limits, "--batch-lines", "40", &file]);
+    let out = cli(&dir, &["load", "--limits", &limits, "--batch-rows", "40", &file]);
     ok(&out);
     let g = reopen(&dir).await;
     assert_eq!(counts(&g, "main").await["Person"], 40);
@@ -134,7 +175,7 @@ async fn a_multi_batch_overwrite_is_one_overwrite() {
     let file = write(files.path(), "new.ndjson", &edges_first(12));
     ok(&cli(
         &dir,
-        &["load", "--mode", "overwrite", "--batch-lines", "5", &file],
+        &["load", "--mode", "overwrite", "--batch-rows", "5", &file],
     ));
     let g = reopen(&dir).await;
     assert_eq!(
@@ -148,7 +189,7 @@ async fn a_multi_batch_overwrite_is_one_overwrite() {
     );
     // One commit on the target (maintenance commits, same rows, aside).
     let changes: Vec<_> =
-        g.log("main").await.unwrap().into_iter().filter(|c| c.kind != omnigraph_host::manifest::CommitKind::Maintain).collect();
+        g.log("main").await.unwrap().into_iter().filter(|c| c.kind != CommitKind::Maintain).collect();
     assert_eq!(changes.len(), 4, "init, two loads, the overwrite");
     assert_eq!(changes[0].mode.as_deref(), Some("overwrite"), "one commit on the target");
     let branches: Vec<String> = g.branches().await.unwrap().into_iter().map(|c| c.branch).collect();
@@ -159,7 +200,7 @@ async fn a_multi_batch_overwrite_is_one_overwrite() {
     bad.push_str("{\"type\":\"Person\",\"data\":{\"name\":\"x\",\"age\":999}}\n");
     let bad = write(files.path(), "bad.ndjson", &bad);
     let before = export(&g, "main", None).await;
-    let out = cli(&dir, &["load", "--mode", "overwrite", "--batch-lines", "5", &bad]);
+    let out = cli(&dir, &["load", "--mode", "overwrite", "--batch-rows", "5", &bad]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("is line 24 of the file"),
@@ -189,7 +230,7 @@ async fn a_multi_batch_overwrite_through_a_server() {
     let file = write(files.path(), "new.ndjson", &edges_first(9));
     ok(&server_cli(
         &s.url,
-        &["--mode", "overwrite", "--batch-lines", "4", &file],
+        &["--mode", "overwrite", "--batch-rows", "4", &file],
     ));
     assert_eq!(
         people_and_edges(&g, "main").await,

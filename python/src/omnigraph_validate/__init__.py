@@ -34,12 +34,13 @@ from ._errors import (
 )
 from ._files import (
     DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_LINES,
+    DEFAULT_BATCH_ROWS,
     BatchResult,
     FileReport,
     combine,
     is_edge_record,
     iter_file as _iter_file,
+    probe_line,
 )
 from ._runtime import (
     ABI_VERSION,
@@ -56,7 +57,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ABI_VERSION",
     "DEFAULT_BATCH_BYTES",
-    "DEFAULT_BATCH_LINES",
+    "DEFAULT_BATCH_ROWS",
     "AbiError",
     "ArtifactError",
     "BatchResult",
@@ -78,6 +79,7 @@ __all__ = [
     "compile_schema",
     "default_validator",
     "is_edge_record",
+    "probe_line",
     "validate",
 ]
 
@@ -198,19 +200,19 @@ class CompiledSchema:
         path: Union[str, "os.PathLike[str]"],
         options: Options = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
-        batch_lines: int = DEFAULT_BATCH_LINES,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
         split_on_bounds: bool = True,
     ) -> Iterator[BatchResult]:
         """Validates a file batch by batch, streaming (memory is one batch),
         yielding each ``BatchResult`` as it is done. See ``validate_file``."""
         options_bytes = _options_bytes(options)
-        batch_lines, batch_bytes = _clamp_bounds(options_bytes, batch_lines, batch_bytes)
+        batch_rows, batch_bytes = _clamp_bounds(options_bytes, batch_rows, batch_bytes)
         # Options are checked once, before the file is read.
         self.validate_json(b"", options_bytes)
         return _iter_file(
             lambda batch: _run_validate(self.validator, "og_validate_compiled", self._form, options_bytes, batch),
             os.fspath(path),
-            batch_lines,
+            batch_rows,
             batch_bytes,
             split_on_bounds,
         )
@@ -220,34 +222,36 @@ class CompiledSchema:
         path: Union[str, "os.PathLike[str]"],
         options: Options = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
-        batch_lines: int = DEFAULT_BATCH_LINES,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
         split_on_bounds: bool = True,
     ) -> FileReport:
         """Validates a file of any size in the batches the CLI's ``load``
         would send: one batch if it fits (at most ``batch_bytes`` bytes and
-        ``batch_lines`` lines; the defaults are the CLI's, 32 MiB and 8,192,
+        ``batch_rows`` records of each type, however many lines in all; the
+        defaults are the CLI's, 32 MiB and 8,192,
         clamped like the CLI to the options' ``max_batch_bytes`` and
         ``max_table_rows``), else node records first and edge records after,
-        each in file order, at line boundaries; a batch refused for a bound
+        each in file order, at line boundaries, each batch within the same
+        bounds; a batch refused for a bound
         a smaller batch may fit is halved (``split_on_bounds``).
 
         Returns a ``FileReport``: each batch's exact report, and every error
         and external reference with its ``file_line`` and ``file_offset``.
         Raises ``BatchSplitError`` if a line is longer than ``batch_bytes``.
         """
-        return combine(os.fspath(path), self.iter_file(path, options, batch_bytes, batch_lines, split_on_bounds))
+        return combine(os.fspath(path), self.iter_file(path, options, batch_bytes, batch_rows, split_on_bounds))
 
 
-def _clamp_bounds(options: bytes, batch_lines: int, batch_bytes: int) -> tuple:
+def _clamp_bounds(options: bytes, batch_rows: int, batch_bytes: int) -> tuple:
     """The CLI clamps its batch bounds to the validator's bounds."""
-    max_rows, max_bytes = DEFAULT_BATCH_LINES, DEFAULT_BATCH_BYTES
+    max_rows, max_bytes = DEFAULT_BATCH_ROWS, DEFAULT_BATCH_BYTES
     try:
         limits = json.loads(options)["limits"] if options else {}
         max_rows = int(limits.get("max_table_rows", max_rows))
         max_bytes = int(limits.get("max_batch_bytes", max_bytes))
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
-    return min(max(1, batch_lines), max(1, max_rows)), min(max(1, batch_bytes), max(1, max_bytes))
+    return min(max(1, batch_rows), max(1, max_rows)), min(max(1, batch_bytes), max(1, max_bytes))
 
 
 def compile_schema(source: str, validator: Optional[Validator] = None) -> CompiledSchema:

@@ -2,12 +2,13 @@
 (crates/omnigraph-host/src/split.rs, SPEC §5, §7).
 
 The file is streamed; memory is one batch. A file that fits one batch (at
-most `batch_bytes` bytes and `batch_lines` lines) is one batch, as it is. A
-larger one, or one that the validator refuses as one batch for a bound a
+most `batch_bytes` bytes and `batch_rows` records of each type, counted per
+table as the bounds count rows) is one batch, as it is, however many lines it
+has. A larger one, or one that the validator refuses as one batch for a bound a
 smaller batch may fit, is split at line boundaries in two passes: node
 records (and every line that is no edge record, so the validator still
 reports it) first, then edge records, each pass in file order, each batch at
-most `batch_lines` lines and `batch_bytes` bytes. A batch refused for such a
+most `batch_rows` records of any one type and `batch_bytes` bytes. A batch refused for such a
 bound is halved until it fits or is one line (as `load` does). So the
 batches are the ones `load` would send; unlike `load`, which stops at the
 first refused batch, every batch is validated.
@@ -25,13 +26,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ._errors import BatchSplitError
 
-DEFAULT_BATCH_LINES = 8_192
-"""At most this many lines per batch (the CLI's `--batch-lines`; the rows-per-table bound)."""
+DEFAULT_BATCH_ROWS = 8_192
+"""At most this many records of any one type per batch (the CLI's
+`--batch-rows`; the rows-per-table bound)."""
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
 """At most this many bytes per batch (the CLI's `--batch-bytes`; the batch bytes bound)."""
 
@@ -174,79 +177,106 @@ class _Pairs(list):
     """A JSON object as its members, in order (duplicates kept)."""
 
 
-def _probe_string(value: Any) -> Tuple[bool, Optional[str]]:
-    """(parses as Option<str>, the string)."""
-    if value is None:
-        return True, None
-    if isinstance(value, str):
-        return True, value
-    return False, None
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"not JSON: {name}")
 
 
-def is_edge_record(line: bytes) -> bool:
-    """Whether a line is an edge record: a JSON text that reads as split.rs's
-    `Probe { type: Option<str>, edge: Option<str> }` with an `edge` string.
-    Anything else, invalid lines included, goes with the nodes. (Lines the
-    validator refuses anyway may in rare cases fall in the other pass than
-    with the CLI; their errors are still reported, with their file lines.)"""
-    stripped = line.lstrip(b" \t\r\n")
-    if stripped[:1] == b"{" and b"edge" not in line and b"\\" not in line:
-        return False  # no member can be named "edge"
+_AS_WRITTEN = re.compile(rb'\{"(type|edge)":"([^"]+)"')
+
+
+def _as_written(line: bytes) -> Optional[Tuple[Optional[str], Optional[str]]]:
+    """A record laid out as writers write it, read without parsing it
+    (split.rs `Probe::as_written`): ``{"type":"Name",…`` or
+    ``{"edge":"Name",…``, no escape in the line, and neither name again
+    after ``Name``. ``None`` when the line is not written so."""
+    if b"\\" in line:
+        return None
+    match = _AS_WRITTEN.match(line)
+    if match is None:
+        return None
+    after = line[match.end() - 1 :]  # from the name's closing quote, as split.rs reads it
+    if b'"type"' in after or b'"edge"' in after:
+        return None
+    try:
+        name = match.group(2).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return (None, name) if match.group(1) == b"edge" else (name, None)
+
+
+def probe_line(line: bytes) -> Tuple[Optional[str], Optional[str]]:
+    """A line's ``(type, edge)`` names as split.rs's `Probe` reads them: a
+    JSON text that reads as `Probe { type: Option<str>, edge: Option<str> }`
+    (strings or null); any other line names neither. Lines the validator
+    refuses anyway may in rare cases be read otherwise than by the CLI;
+    their errors are still reported, with their file lines."""
+    fast = _as_written(line)
+    if fast is not None:
+        return fast
     try:
         value = json.loads(line.decode("utf-8"), object_pairs_hook=_Pairs, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
-        return False
+        return None, None
     if isinstance(value, _Pairs):
         seen: Dict[str, Any] = {}
         for key, member in value:
             if key in ("type", "edge"):
                 if key in seen:
-                    return False  # serde: duplicate field
+                    return None, None  # serde: duplicate field
                 seen[key] = member
-        type_ok, _ = _probe_string(seen.get("type"))
-        edge_ok, edge = _probe_string(seen.get("edge"))
-        return type_ok and edge_ok and edge is not None
-    if isinstance(value, list):
-        # serde's derived struct also reads a sequence of its fields in order.
-        if len(value) != 2:
-            return False
-        type_ok, _ = _probe_string(value[0])
-        edge_ok, edge = _probe_string(value[1])
-        return type_ok and edge_ok and edge is not None
-    return False
+        members = [seen.get("type"), seen.get("edge")]
+    elif isinstance(value, list) and len(value) == 2:
+        members = value  # serde's derived struct also reads a sequence of its fields in order
+    else:
+        return None, None
+    if not all(member is None or isinstance(member, str) for member in members):
+        return None, None
+    return members[0], members[1]
 
 
-def _fits_one_batch(path: str, max_lines: int, max_bytes: int) -> bool:
-    if os.path.getsize(path) > max_bytes:
-        return False
-    count = 0
-    for _ in _lines(path, max_bytes):
-        count += 1
-    return count <= max_lines
+def is_edge_record(line: bytes) -> bool:
+    """Whether a line is an edge record (an ``edge`` string, `probe_line`).
+    Anything else, invalid lines included, goes with the nodes."""
+    return probe_line(line)[1] is not None
 
 
-def _pass(path: str, phase: str, max_lines: int, max_bytes: int) -> Iterator[_Batch]:
-    """The batches of one pass, at most ``max_lines`` lines and ``max_bytes`` bytes each."""
-    wants_edges = phase == "edges"
+def _pass(path: str, phase: str, max_rows: int, max_bytes: int) -> Iterator[_Batch]:
+    """The batches of one pass: each ends where the next line's table (its
+    ``edge``, else its ``type``; a line naming neither counts against none)
+    has ``max_rows`` rows in the batch already, or where the bytes would
+    pass ``max_bytes``."""
     batch = _Batch(phase, 0)
+    rows: Dict[str, int] = {}
     position = 0
     for line_no, offset, line in _lines(path, max_bytes):
-        if phase != "all" and is_edge_record(line) != wants_edges:
+        node, edge = probe_line(line)
+        if phase != "all" and (edge is not None) != (phase == "edges"):
             position = offset + len(line)
             continue
-        if len(batch.lines) == max_lines or len(batch.data) + len(line) > max_bytes:
+        table = edge if edge is not None else node
+        full = table is not None and rows.get(table, 0) == max_rows
+        if full or len(batch.data) + len(line) > max_bytes:
             batch.end = offset
             yield batch
             batch = _Batch(phase, offset)
+            rows = {}
+        if table is not None:
+            rows[table] = rows.get(table, 0) + 1
         batch.add(line, line_no, offset)
         position = offset + len(line)
     batch.end = position
     if batch.lines:
         yield batch
+
+
+def _whole_file(path: str, max_rows: int, max_bytes: int) -> Optional[_Batch]:
+    """The whole file as one batch, if every table fits ``max_rows`` and the
+    file ``max_bytes`` (an empty file is one empty batch); else ``None``."""
+    if os.path.getsize(path) > max_bytes:
+        return None
+    batches = _pass(path, "all", max_rows, max_bytes)
+    whole = next(batches, None) or _Batch("all", 0)
+    return whole if next(batches, None) is None else None
 
 
 def _splittable(report: Dict[str, Any]) -> bool:
@@ -257,7 +287,7 @@ def _splittable(report: Dict[str, Any]) -> bool:
 def iter_file(
     validate_json: Callable[[bytes], str],
     path: str,
-    batch_lines: int,
+    batch_rows: int,
     batch_bytes: int,
     split_on_bounds: bool = True,
 ) -> Iterator[BatchResult]:
@@ -277,16 +307,14 @@ def iter_file(
             report=json.loads(report_json),
         )
 
-    if _fits_one_batch(path, batch_lines, batch_bytes):
-        whole = next(_pass(path, "all", batch_lines, batch_bytes), None)
-        if whole is None:  # an empty file: still one (empty) batch and its report
-            whole = _Batch("all", 0)
+    whole = _whole_file(path, batch_rows, batch_bytes)
+    if whole is not None:
         result = run(whole)
         if not (split_on_bounds and _splittable(result.report)):
             yield result
             return
     for phase in ("nodes", "edges"):
-        for batch in _pass(path, phase, batch_lines, batch_bytes):
+        for batch in _pass(path, phase, batch_rows, batch_bytes):
             pending = [batch]
             while pending:
                 current = pending.pop()
