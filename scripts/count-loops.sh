@@ -3,7 +3,7 @@
 # validates the bench batch once: the places where wasmtime's Cranelift
 # code checks the epoch, and where it keeps the epoch's pointer and
 # deadline live (spilling the loop's own values around them). A diagnostic
-# for "fewer loop turns per byte" (docs/performance.md): the counts are a
+# for "fewer loop turns per byte" (docs/lab/2026-12-04-epoch-checks.md): the counts are a
 # property of the artifact, the same in every engine, so it runs in Node.
 # tools/wasm-loop-count adds a counter at each site of the named copy of
 # the artifact that build-wasm.sh keeps. Not a benchmark: no target lines.

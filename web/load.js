@@ -24,8 +24,8 @@ async function hex(buffer) {
  * of its bytes: only then does the browser keep the optimised code beside
  * its cached copy of the file (V8's code cache), so a returning visit has
  * it as the module loads, also after the host's 304 revalidation, and its
- * warm-up takes about half as long (docs/performance.md, "A returning
- * visit"). Throws when the artifact cannot be fetched.
+ * warm-up takes about half as long (docs/lab/2026-12-06-returning-visit-code-cache.md,
+ * "A returning visit"). Throws when the artifact cannot be fetched.
  */
 export async function loadValidator() {
   const response = await fetch(VALIDATOR_PATH);

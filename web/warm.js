@@ -1,6 +1,7 @@
 // The Worker's warm-up, run as soon as the validator loads, before any
 // file is chosen, so that the first batch of the user's file runs as fast
-// as the ones after it (docs/performance.md, "Chromium's first call").
+// as the ones after it (docs/lab/2026-12-03-chromium-page-warm-up.md,
+// "Chromium's first call").
 // Two costs would otherwise land on that first batch:
 // * V8 runs a wasm function on its baseline code (Liftoff) until it is hot,
 //   then compiles it optimised (TurboFan) in the background and uses that

@@ -1,4 +1,5 @@
-//! The commit engine against raw Lance (docs/performance.md), on the same
+//! The commit engine against raw Lance (docs/performance.md; the runs:
+//! docs/lab/2026-12-01-commit-engine-vs-raw-lance.md), on the same
 //! base: a graph of 8k, 100k or 1M people is built and maintained, its
 //! Person table copied byte for byte for raw Lance, and the graph copied
 //! once more. Then every round sends the same 8,192-row merge (4,096 updates

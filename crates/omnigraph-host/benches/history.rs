@@ -1,4 +1,5 @@
-//! A load's cost against the graph's age (docs/performance.md): two graphs
+//! A load's cost against the graph's age (docs/performance.md; the runs:
+//! docs/lab/2026-12-01-history-bench.md): two graphs
 //! with the same 100k-row Person table, one 10 commits old, the other with
 //! 10,000 more (one-row updates of the same person, so the table keeps its
 //! size while its Lance history grows to 10,000 versions), both maintained.

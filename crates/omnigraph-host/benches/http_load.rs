@@ -1,4 +1,4 @@
-//! End to end over HTTP (docs/performance.md): a ~30 MiB strict load, then
+//! End to end over HTTP (docs/lab/2026-11-30-http-end-to-end.md): a ~30 MiB strict load, then
 //! 100 sequential 1 MiB loads, into a local graph served on 127.0.0.1.
 //! Latency p50/p99, MB/s, and the split into validate / stateful checks /
 //! commit from the server's own metrics.

@@ -1,4 +1,5 @@
-//! Sustained loading with maintenance running (docs/performance.md): 1,000
+//! Sustained loading with maintenance running (docs/performance.md; the
+//! runs: docs/lab/2026-12-01-sustained-merges.md): 1,000
 //! sequential 8,192-row merges (4,096 updates spread over the table, 4,096
 //! new rows) into a table growing from empty, while a background task runs
 //! maintenance steps the way `serve` does. Each load's latency is timed by

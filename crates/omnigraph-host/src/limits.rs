@@ -124,7 +124,7 @@ pub const WASM_MEMORY_GUARD: u64 = 32 << 20;
 /// of none made every batch `madvise` them away and fault them back in as
 /// its first calls filled them lazily (two page faults and two system
 /// calls a batch; a 1-line batch's CPU time 125 -> 88 us here,
-/// docs/performance.md). Beyond this, a table is returned as before.
+/// docs/lab/2026-12-03-slot-keeps-tables.md). Beyond this, a table is returned as before.
 pub const WASM_TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// The nice value of the server's maintenance thread
@@ -177,7 +177,7 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// default (8 per core) lets every Lance/DataFusion worker thread keep its
 /// own arena of freed batch buffers: a CLI load's peak RSS then grew with the
 /// file (431 MiB for 32 MiB, 1.2 GiB for 256 MiB, 1.9 GiB for 512 MiB);
-/// with two arenas it stays flat (docs/performance.md, bench-load-rss.py).
+/// with two arenas it stays flat (docs/lab/2026-11-30-load-larger-than-memory.md, bench-load-rss.py).
 pub const MALLOC_ARENAS: i32 = 2;
 
 /// Allocations from this size up are mmapped by glibc and unmapped when
@@ -187,7 +187,7 @@ pub const MALLOC_ARENAS: i32 = 2;
 /// so far, after which later batches' buffers came from the heap and stayed
 /// resident: a CLI load of 128 MiB (4 batches) peaked at 290-299 MiB with
 /// glibc's default and 245-254 MiB with this, in the same wall time
-/// (docs/performance.md, bench-load-rss.py).
+/// (docs/lab/2026-12-02-rows-copied-once.md, bench-load-rss.py).
 pub const MALLOC_MMAP_THRESHOLD: i32 = 4 << 20;
 
 /// Free memory at the top of a malloc heap kept for reuse instead of given

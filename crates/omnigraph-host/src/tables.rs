@@ -151,7 +151,7 @@ pub async fn stage(
 /// fragments, and the stored rows it replaces deleted (their fragments'
 /// deletion vectors extended). Lance's `merge_insert` also reads every
 /// replaced row back and joins the batch with them, work whose result a
-/// whole-row replace throws away (docs/performance.md). The batch's ids are
+/// whole-row replace throws away (docs/lab/2026-12-01-commit-engine-vs-raw-lance.md). The batch's ids are
 /// unique (the validator folds or refuses duplicates).
 async fn stage_upsert(
     root: &GraphRoot,

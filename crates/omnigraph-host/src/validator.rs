@@ -65,7 +65,7 @@ pub const WASM_MEMORY_BASE: u64 = 8 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunnerConfig {
     /// Linear memory one instance may use. Validation needs a few times the
-    /// batch size (see docs/performance.md).
+    /// batch size (see docs/lab/2026-12-02-rows-copied-once.md).
     pub memory_limit: u64,
     /// Wall-clock budget of one call.
     pub deadline: Duration,
@@ -525,7 +525,7 @@ fn pooling_config(config: &RunnerConfig) -> PoolingAllocationConfig {
         // Resetting a reused slot memsets only the pages the batch touched,
         // found with Linux's PAGEMAP_SCAN (6.7+; Auto falls back to a memset
         // of the whole kept region where it is missing): a fresh instance
-        // 30 -> 5.6 us, a 1-line batch 76 -> 45 us (docs/performance.md).
+        // 30 -> 5.6 us, a 1-line batch 76 -> 45 us (docs/lab/2026-12-01-schema-compiled-once.md).
         .pagemap_scan(Enabled::Auto);
     pooling
 }

@@ -236,7 +236,7 @@ impl<'a> Strict<'_, 'a> {
     /// (which optimises a wasm function only for its later calls) would not
     /// run a whole batch's loop in baseline code. Measured in Chromium, it
     /// does not change the first call (`fast::accept` tiers up on its own):
-    /// docs/performance.md, "Where Chromium's first call goes".
+    /// docs/lab/2026-12-02-earlier-four-runtime-runs.md, "Where Chromium's first call goes".
     #[inline(never)]
     fn window(&mut self, sink: &mut ErrorSink, accepted: &mut Accepted<'_, 'a>) {
         let Strict { schema, options, bytes, plan, counts, values, pos } = self;

@@ -278,7 +278,7 @@ const ENVELOPE_WORDS: [(u64, u64, usize, u8); 6] = {
 /// neighbours: with `structure` next to `depth`, LLVM added 1 to both in
 /// one 16-byte load and store, and that load, spanning two 8-byte stores
 /// just made, waited for them to reach the cache (a failed store-to-load
-/// forward, 14 % of `accept`'s samples; docs/performance.md).
+/// forward, 14 % of `accept`'s samples; docs/lab/2026-12-05-values-into-slots.md).
 #[repr(C)]
 struct Scan<'a> {
     b: &'a [u8],
@@ -323,7 +323,7 @@ impl<'a> Scan<'a> {
     /// The next byte after whitespace. Tokens mostly follow each other
     /// without whitespace: one test before the loop, whose every turn costs
     /// more in wasmtime's code (an epoch check and the spills around it,
-    /// docs/performance.md). Everything above a space is a token: one
+    /// docs/lab/2026-12-04-epoch-checks.md). Everything above a space is a token: one
     /// comparison for most.
     #[inline]
     fn peek(&mut self) -> Option<u8> {
@@ -528,7 +528,7 @@ impl<'a> Scan<'a> {
                 // Decoded into its slot, not returned: a `Val` returned
                 // through memory and moved was copied in pieces that
                 // straddled the stores that wrote it, each copy waiting for
-                // them to reach the cache (docs/performance.md).
+                // them to reach the cache (docs/lab/2026-12-05-values-into-slots.md).
                 let slot = &mut values[i];
                 match buffered & 1 << i {
                     0 => {

@@ -32,7 +32,7 @@ pub struct RowOf<S> {
 /// the batch's arena when they were unescaped or derived
 /// ([`crate::checks::Accepted::push`] puts them there). 72 bytes where
 /// three `Cow`s made 96: a batch keeps one per record, and writing them is
-/// most of its state's cache misses (docs/performance.md).
+/// most of its state's cache misses (docs/lab/2026-12-04-smaller-batch-state.md).
 pub type Row<'a> = RowOf<&'a str>;
 
 /// A row as a reader gives it: its strings borrowed from the batch or owned.

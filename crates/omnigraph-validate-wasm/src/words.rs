@@ -64,7 +64,7 @@ pub(crate) fn digit_bytes(w: u64) -> (u64, u64) {
 /// with the run's digits appended (`mantissa * 10 + digit` for each,
 /// wrapping, as a loop over the digits would give). Up to 8 digits per
 /// word (simdjson's method): in wasmtime's code every loop turn costs an
-/// epoch check and the spills around it (docs/performance.md), and most
+/// epoch check and the spills around it (docs/lab/2026-12-04-epoch-checks.md), and most
 /// numbers are one word.
 #[inline]
 pub fn digit_run(b: &[u8], mut p: usize, mut mantissa: u64) -> (usize, u64) {

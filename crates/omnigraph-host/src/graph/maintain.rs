@@ -339,7 +339,7 @@ impl Graph {
 /// sorting of key runs) never take a worker a load's request is waiting
 /// for, and the scheduler gives loads the cores first. Maintenance takes
 /// what loads leave, so it slows down under saturation but never stops
-/// (docs/performance.md, the sustained bench). The runtime lives until
+/// (docs/lab/2026-12-01-sustained-merges.md, the sustained bench). The runtime lives until
 /// `work` ends.
 pub fn spawn_maintenance<F>(work: F) -> std::io::Result<tokio::sync::oneshot::Receiver<F::Output>>
 where

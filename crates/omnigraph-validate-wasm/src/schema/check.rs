@@ -26,7 +26,7 @@ pub struct CheckRule {
 enum Matcher {
     /// Unanchored literal: `abc`, its searcher built once (building one
     /// per value, as `memmem::find` does, was a loop over the value's bytes
-    /// in the artifact: docs/performance.md).
+    /// in the artifact: docs/lab/2026-12-04-fewer-loop-turns.md).
     Contains(Finder<'static>),
     /// `^abc`.
     Prefix(String),
