@@ -9,7 +9,8 @@
 # from tests/vectors into fuzz/corpus/<target>/ (not committed); crashes
 # land in fuzz/artifacts/<target>/. Fixed crash inputs are kept in
 # fuzz/regressions/<target>/, which `cargo test` replays on stable.
-# Logs: fuzz/logs/<target>.log (coverage over time, for docs/reliability.md).
+# Logs: fuzz/logs/<target>.log (coverage over time, for the run notes in
+# docs/lab/*-reliability-fuzz*.md; the totals are in docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
