@@ -5,6 +5,17 @@
 // a reload or a network error. Behind `serve --auth` the page sends the
 // bearer token from its token field (kept in sessionStorage only) on every
 // API call.
+//
+// The page (index.html, app.js, load.js, worker.js, warm.js, style.css) is
+// served at `/` and `/web/*`, embedded in the host binary, each file with
+// its SHA-256 as ETag and `no-cache`: a revisit gets 304s. Here: graph,
+// branch, mode and token; the SHA-256 check against /rules (the Worker gets
+// the WebAssembly.Module compiled by compileStreaming from the response
+// whose clone was hashed: streamed, so V8's code cache serves a revisit);
+// WebAssembly.validate of those bytes (an older browser is told which
+// browsers run the validator); the report summary and error table; upload
+// progress; resume checkpoints in localStorage (run, plan index, work
+// branch; no token).
 
 import { loadValidator } from '/web/load.js';
 

@@ -1,5 +1,9 @@
 // Loading the validator artifact as the upload page does (no DOM, so the
-// page and the browser bench load it by the same code).
+// page and the browser bench load it by the same code): fetch, SHA-256 of a
+// clone, WebAssembly.validate, compileStreaming of the response. app.js
+// keeps it once per page; the bench's first visits and the parity harness
+// use it; index.html preloads it (modulepreload) so the artifact's fetch
+// does not start a round trip later than when the code lived in app.js.
 
 /** Where the host serves the validator artifact. */
 export const VALIDATOR_PATH = '/web/pkg/web/validate_bg.wasm';

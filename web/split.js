@@ -11,6 +11,11 @@
 // carries, so an interrupted upload resumes exactly. The file is read a
 // slice at a time: memory is one batch, never the file. Pure module (no
 // DOM): the page's Worker and the Node tests import it.
+//
+// Rows are counted per table as the bounds count them (probeLine, as the
+// CLI's Probe); batch lines map back to file lines; an upload catches up by
+// the keys its branch has committed; readReport reads a report with its
+// refs counted in the text, not parsed.
 
 const LF = 0x0a;
 const QUOTE = 0x22;

@@ -14,6 +14,8 @@
 //   batch the page sends; at most WARM_MEMORY_CAP) is passed in: it is
 //   refused unread, but its copy into the module's memory has mapped the
 //   pages that the user's first batch is then copied into.
+// The generated batch is about 1 MiB, validated 4x; the page's body records
+// the warm-up's "N ms" or "failed: …".
 // Pure: no I/O.
 
 /** Every value type of the schema language, nullable and not, with @key, @unique, @range, @check and @card. */

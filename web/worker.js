@@ -4,6 +4,16 @@
 // split into batches the way the CLI splits it (split.js), and uploads the
 // planned batches one commit each, resuming an interrupted upload by its
 // batch keys. Memory is one batch, never the file.
+//
+// It warms the validator as it loads (warm.js). The page follows the CLI's
+// flow (crates/omnigraph-host/src/split.rs) with the same bounds and keys,
+// in two phases: the Worker first validates every batch of the file
+// (planFile; halving there, on the validator's bound refusals) before
+// anything is sent and keeps the plan of ranges; the upload then reads
+// each planned range again from the `File`, one commit per batch (a
+// multi-batch overwrite: work branch + POST /overwrite). Its checkpoint is
+// a plan index in `localStorage`, caught up with the branch's logged keys
+// like `--resume`.
 import init, { compileSchema } from '/web/pkg/web/validate.js';
 import { batchKey, catchUp, newRun, planFile, readBatch, readReport, fileLocation } from '/web/split.js';
 import { warmUp } from '/web/warm.js';

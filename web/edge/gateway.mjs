@@ -16,7 +16,9 @@
 //      apply other rules than the host's;
 //   3. validates the batch with the `web` build of @omnigraph/validate and
 //      the host's bounds: a bad batch is answered here (422 with the report,
-//      413 for a bound) and the host's load route is never contacted;
+//      413 for a bound) and the host's load route is never contacted (the
+//      report's text is spliced in; an accepted report, `{"ok":true,…`, is
+//      not parsed);
 //   4. forwards a good batch unchanged and streams the host's answer back.
 // Every other request is forwarded unchanged (method, path, query, headers,
 // streamed body) and the answer streamed back; 502 when the host is down.
@@ -33,6 +35,34 @@
 //                     given they must agree
 // Without a digest, or when the two disagree, the gateway refuses to validate
 // (503 validator_unverified) and still forwards everything that is not a load.
+//
+// Its decisions:
+// * One module, the validator from `env`. Edge runtimes hand out Wasm as a
+//   `WebAssembly.Module` (workerd refuses `WebAssembly.compile` and `eval`:
+//   "Wasm code generation disallowed by embedder"), so the handler takes
+//   `env.VALIDATOR` and instantiates the web glue with `initSync({module})`;
+//   the glue never fetches anything when given a module. Its single
+//   instance per realm means one validator per isolate.
+// * Whose bytes are hashed. A module object cannot be hashed, so the digest
+//   is of bytes: Deno and Node compile the module from the bytes they hash;
+//   workerd embeds the same file twice from its config (module import and
+//   data binding) and also gets the committed `validate_bg.wasm.sha256`,
+//   which must agree; a Cloudflare deployment can only declare the
+//   committed digest (CI checks that file against a rebuild). No digest, or
+//   two that disagree: 503 `validator_unverified`.
+// * When the SHA-256 is checked. `/rules` answers only a caller with read
+//   access and the gateway has no token of its own, so "at start" is the
+//   first authorized load of each graph (an edge isolate has no start of its
+//   own either), after the caller's access check; the verdict is cached with
+//   the schema for 30 s, so a host upgraded to another build is noticed
+//   within 30 s. A mismatch refuses loads with 503 `validator_mismatch`
+//   (never validates with other rules, never forwards unchecked); other
+//   routes are still proxied.
+// * Grant cache. The host's 204 from `/access?permission=change` is trusted
+//   per graph and token SHA-256 (never the token) for `ACCESS_TTL_MS` (5 s):
+//   a revoked token can still get a validation report from the gateway for
+//   at most that long, while its loads are refused by the host at once (a
+//   forwarded load carries the caller's token). Refusals are never cached.
 
 import { initSync, compileSchema } from '../pkg/web/validate.js';
 

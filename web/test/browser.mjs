@@ -1,5 +1,8 @@
 // Headless Chromium (Debian's), driven by playwright-core, with the flags
-// this machine kind needs (no sandbox as root, no background networking).
+// this machine kind needs (no sandbox as root, no background networking):
+// launched with its own profile or a kept one, trace events, the code cache
+// on disk, and the page's waits every page test shares (sameBuildAsHost,
+// warmedUp).
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -13,6 +13,12 @@
 //! * `differential`: the same as `prepare`, read as strict lines whatever
 //!   the flags say: the fast acceptor against the explainer, line by line
 //!   (`omnigraph_validate_wasm::differential`).
+//!
+//! [`validations`] decodes a batch target's input (also for the host's
+//! wasmtime replay, `crates/omnigraph-host/tests/parity.rs`). [`repo_root`]
+//! finds the repository from the `CARGO_MANIFEST_DIR` cargo sets when it runs
+//! a test, never the one compiled in (`tests/paths.rs` fails on that): the
+//! shared target dir reuses builds made in other checkouts.
 
 use std::borrow::Cow;
 use std::cell::RefCell;

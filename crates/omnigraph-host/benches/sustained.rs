@@ -3,7 +3,8 @@
 //! sequential 8,192-row merges (4,096 updates spread over the table, 4,096
 //! new rows) into a table growing from empty, while a background task runs
 //! maintenance steps the way `serve` does. Each load's latency is timed by
-//! its caller; at the end the table must hold exactly the rows loaded.
+//! its caller (p99/p50); at the end the table must hold exactly the rows
+//! loaded.
 //!
 //! `cargo bench --profile dev -p omnigraph-host --bench sustained`
 //! (`OG_SUSTAINED_LOADS=1000`).

@@ -1,8 +1,10 @@
 //! `cargo bench --profile dev -p omnigraph-host --bench wasm_runner`: the
 //! validator in wasmtime against the same code native, on the generated
-//! ~32 MiB batch, and the per-batch cost of a fresh instance (a 1-line
-//! batch; 8,192 lines of the sample schema). Criterion's groups first, then
-//! one timed pass that ends in the issue's `target` lines.
+//! ~32 MiB batch, and the per-batch cost of a fresh instance with the schema
+//! compiled once (a 1-line batch; 8,192 lines of the sample schema); the
+//! validation step of the batch's edges alone (prepare, then the refs read).
+//! Criterion's groups first, then one timed pass that ends in the issue's
+//! `target` lines.
 
 #[path = "../../omnigraph-validate-wasm/benches/batchgen.rs"]
 mod batchgen;

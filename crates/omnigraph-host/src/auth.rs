@@ -1,4 +1,6 @@
-//! Bearer-token authentication and per-graph authorization (SPEC §6).
+//! Bearer-token authentication and per-graph authorization (SPEC §6): a
+//! token, compared by its SHA-256 digest in constant time, maps to an actor
+//! and per-graph grants.
 //!
 //! The config file (TOML) stores SHA-256 digests of tokens, never tokens:
 //!

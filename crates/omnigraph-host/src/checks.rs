@@ -3,7 +3,10 @@
 //! lookup is by an indexed column and bounded by the batch, except that an
 //! `overwrite` streams the ids of the tables it replaces (keeping only the
 //! removed ones, under the removed-id allowance of SPEC §5). Every conflict
-//! a batch row causes names that row's line.
+//! a batch row causes names that row's line; `@unique` tuples are compared
+//! as Arrow scalars. `ExternalRefs`: the report's `external_refs` read once
+//! (other members skipped), type names as type indices, ids in one buffer
+//! (no allocation per ref).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -1,5 +1,5 @@
 //! Local-disk durability: Lance writes without fsync, so the host flushes
-//! before it publishes a graph commit (SPEC §4.2).
+//! (syncfs) before it publishes a graph commit (SPEC §4.2).
 
 use std::os::fd::AsRawFd;
 use std::path::Path;

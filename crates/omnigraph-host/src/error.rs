@@ -1,6 +1,7 @@
-//! The engine's typed errors. Each has a stable code (the HTTP layer maps
-//! codes to statuses); Lance's own messages carry source locations, so they
-//! are kept in `details` only.
+//! The engine's typed errors: `EngineError` and `Conflict` (a failed stateful
+//! check). Each has a stable code (the HTTP layer maps codes to statuses);
+//! Lance's own messages carry source locations, so they are kept in
+//! `details` only.
 
 use serde::Serialize;
 

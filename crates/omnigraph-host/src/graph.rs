@@ -1,6 +1,12 @@
 //! The commit engine (SPEC §4): a graph of Lance tables made visible one
-//! graph commit at a time. See docs/ARCHITECTURE.md for the protocol and
-//! its invariants, docs/storage.md for the layout.
+//! graph commit at a time. See docs/ARCHITECTURE.md for the data flow and
+//! the invariants, `graph/load.rs` for the protocol step by step,
+//! docs/storage.md for the layout.
+//!
+//! Here: the engine's types (`Graph`, `EngineConfig`, `LoadRequest`,
+//! `Receipt`, `Recovered`), init and open, and the validator options of a
+//! load (configured bounds, legacy identity); one module per step of a load
+//! below.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

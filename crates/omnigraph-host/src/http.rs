@@ -1,10 +1,46 @@
-//! The HTTP API (SPEC §6) over every graph under one root.
+//! The HTTP API (SPEC §6) over every graph under one root: axum routes,
+//! the order of checks per load, error mapping, admission, the in-flight
+//! body budget, body deadlines, streamed export and the OpenAPI document
+//! (utoipa). A report goes out as the validator wrote it: a `RawValue`,
+//! never a DOM, so a client can compare it with its own build's report byte
+//! for byte; the server reads from it only what it needs (the refs, the size
+//! bound).
 //!
-//! A load is handled in the order SPEC §6 and docs/ARCHITECTURE.md give:
-//! authenticate → resolve the graph → authorize → branch check → content
-//! type → `Content-Length` bound → read the body within the bound → per-actor
-//! admission → validate (wasmtime) → stateful checks → commit. A refused
-//! request's body is never read.
+//! The server runs its own HTTP/1.1 accept loop (hyper, header-read timeout)
+//! with graceful shutdown. Every write runs on a task of its own
+//! (`run_detached`), so it outlives its connection and shutdown waits for
+//! it. Each graph is opened in a cell of its own (the map's lock is never
+//! held across an open). The store's conditional create is proven before
+//! `serve` binds (`AppState::check_store`).
+//!
+//! A load is handled in this order (SPEC §6); a refused request's body is
+//! never read:
+//!
+//! ```text
+//! accept loop: a request head must arrive within header_read_timeout (else the connection is
+//! closed); hyper refuses heads over 100 headers / ~400 KiB (431)
+//! POST /graphs/{id}/load/ndjson
+//!   authenticate (401) → authorize change on the graph id (403) → resolve graph (404) → branch exists, or `from`
+//!   exists and branch_create is granted (404/403) → per-actor admission (429; the slot is held
+//!   until the response) → Content-Type (415) → Content-Length ≤ bound (413) → reserve the body's
+//!   bytes (Content-Length, else the bound) in the server's in-flight budget (503 server_busy) →
+//!   read the body within the bound (413) and body_read_timeout (408) → Graph::load_while_wanted on
+//!   a task of its own (run_detached), which holds the reservation and the admission slot until the
+//!   load ends, whatever the connection does
+//! ```
+//!
+//! A client that goes away does not stop its load: hyper drops the handler,
+//! which only awaited the task. Dropping the handler tells the load its caller
+//! is gone; the load honours that only while it waits for the writer lock or
+//! another host's lease (nothing written yet: `caller_gone`, its place in line
+//! given back). Once it holds the lease it runs to its end: committed, or given
+//! up with its lease released. Branch creation, overwrite publishes and branch
+//! deletions run the same way. Shutdown waits for these tasks too.
+//!
+//! Nothing after a refusal runs. Malformed paths and query strings are JSON
+//! 400s (`invalid_path`, `invalid_query`) like every other refusal. The
+//! compat route reads its (bounded) body before the branch check, because
+//! the branch is named inside it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};

@@ -1,36 +1,76 @@
-//! Key runs: the engine's own lookup of stored `_id`s for merges
-//! (docs/ARCHITECTURE.md, "Key runs").
+//! Key runs: the engine's own lookup of stored `_id`s for merges.
 //!
-//! Lance's BTree answers an `IsIn` of a batch's ids by evaluating the list
-//! against every row of every page a key falls in, so a merge of spread ids
-//! costs O(table). A key run holds, for one segment of the `_id` index, the
-//! `(id, row address)` pairs of the fragments it covers, sorted by the id's
-//! hash and bucketed on its top bits; a merge reads one bucket per id and
-//! run, O(batch) per run.
+//! Lance's BTree answers the `IsIn` of a batch's ids by evaluating the list
+//! against every row of every page a key falls in: spread ids touch every page,
+//! so a merge's lookup costs O(table). A key run mirrors one segment of the
+//! `_id` index: the `(id, row address)` pairs of the fragments the segment
+//! covers, deleted rows included, sorted by a 64-bit hash of the id, with a
+//! bucket directory on the hash's top bits (about four hashes per bucket),
+//! built by scanning those fragments (`include_deleted_rows`). A merge hashes
+//! its ids once and reads one bucket per id and run, an id's bytes only where
+//! its hash matches (a collision costs a comparison, never an answer): O(batch)
+//! per run, whatever the table's size, and the probes of different ids do not
+//! wait on each other. The runs a merge searches are dealt out to
+//! `KEY_LOOKUP_THREADS` threads (`keys::find_in_runs`): a probe is a cache
+//! miss more than work. The runs live in the host process's
+//! memory (`Graph::key_runs`, at most [`MAX_KEY_RUN_ROWS`] rows in all), keyed by
+//! segment uuid, and are dropped when no head lists their segment.
 //!
-//! A run is as safe to use as the segment it mirrors, for every version
-//! that lists the segment: a fragment's rows never change (deletions live in
-//! deletion vectors, which the caller checks; covered fragments are never
-//! compacted), fragment ids are never reused on a lineage, and a segment's
-//! uuid names one build. A run holds deleted rows too (as the index does),
-//! so a restore to an older version that lists the same segment finds them.
-//! A covered fragment the run did not read (it was removed when the run was
-//! built, and a restore brought it back) is not in [`KeyRun::fragments`]:
-//! the caller scans it like an unindexed one.
+//! Why a run answers like its segment on every version that lists it: a
+//! fragment's rows never change (deletions are deletion vectors, which
+//! `live_rows` checks; indexed fragments are never compacted), fragment ids are
+//! never reused on a lineage, and a segment uuid names one build. Rows deleted
+//! when the run was built are in it, so a version that has them live again (a
+//! restore) finds them; a fragment removed when the run was built is not in
+//! [`KeyRun::fragments`], so on a version that has it again it is scanned like an
+//! unindexed one. `tables::tests::key_runs_answer_as_the_index_does` checks
+//! both against Lance's own answer. Where one segment lacks a run (a fresh
+//! process, another host's fold, a run that does not fit), the merge asks
+//! Lance's index as before: runs change speed, never the answer.
 //!
-//! A fragment no segment covers yet (a load's, or a compaction's) has a run
-//! of its own, keyed by its data file: a merge writes the run of the
-//! fragment it adds from the batch it wrote, a compaction those of the
-//! fragments it writes, and maintenance builds the ones still missing (a
-//! fresh process's). A fragment's run holds row
-//! offsets, so it answers under whatever id the fragment has.
+//! A fragment no segment covers yet (a load's, or a compaction's output) has a
+//! run of its own, keyed by its data file (unique, and its rows never change)
+//! and holding row offsets, so it answers under whatever id the fragment gets:
+//! a merge keeps the runs of the fragments it writes from the batch it wrote
+//! (`keep_written_runs`), a compaction builds the runs of the fragments it
+//! wrote before its commit (`PreparedCompaction::warm_key_runs`: otherwise the
+//! merges right after it read up to `COMPACT_FRAGMENT_ROWS` ids, the slowest
+//! loads of the sustained bench), and maintenance builds any still missing (a
+//! fresh process's, another host's; [`crate::Graph::warm_key_runs`]) before
+//! each durable step. Once a segment covers a fragment, the fragment's run is
+//! dropped. A fragment without a run is scanned.
 //!
-//! Segment runs are built off the load path (maintenance, before a fold is
-//! published, merged from the runs of what the fold absorbs where this
-//! process has them, and [`crate::Graph::warm_key_runs`]); all runs are kept in
-//! memory up to [`MAX_KEY_RUN_ROWS`] in all, and dropped when no head lists
-//! their segment or fragment. A merge that meets a segment without a run
-//! asks Lance's index instead, and a fragment without one is scanned.
+//! The deletion vectors a merge or a compaction's commit writes
+//! (`tables::write_deletions`, through Lance's own `write_deletion_file`, as
+//! `FileFragment::extend_deletions` writes them) are kept beside the runs, one
+//! per fragment by data file, with the deletion file they were written to: the
+//! next merge (or compaction commit, under the lock) that reads the fragment's
+//! deletions takes the vector from memory when its version names that very file
+//! (`tables::deleted_rows`), and reads the store's otherwise (another host's,
+//! an older version's; `tests/engine.rs`
+//! `a_merge_reads_the_deletions_another_host_wrote`). Lance's cache holds only
+//! the vectors it read, so without this every spread merge read back every
+//! vector the previous one wrote. They are dropped when no head lists the
+//! fragment.
+//!
+//! A fold builds the run of its new segment before its publish, from the
+//! snapshot it was built on, so the first merge after the fold finds it. Where
+//! this process holds the runs of everything the segment absorbs (the merged
+//! segments' and the newly covered fragments'), the run is their k-way merge
+//! in hash order (`KeyRun::merged`, `KeyRuns::covering`): O(rows) in memory,
+//! against a scan, a hash of every id and a sort when it is read from the
+//! table (a fresh process, another host's fold). Folds rewrite O(n log n) rows
+//! over a table's life, so this was most of maintenance's CPU beside Lance's
+//! own index merge, and that CPU is what loads that overlap a step compete
+//! with on two cores. That
+//! run is counted against `MAX_KEY_RUN_ROWS` net of the segment and fragment
+//! runs it absorbs (`KeyRuns::rows_replaced`): they are dropped at the next
+//! maintenance round after the publish, so the runs hold up to twice the bound
+//! while a fold is in flight, and a fold of a table whose runs fit always gets
+//! its run (`tables::tests::a_folds_run_replaces_the_runs_it_absorbs`). Before,
+//! a fold that merged most of the table found no room beside the runs it
+//! replaced, and every merge asked Lance's index until the next round built
+//! the run (13 loads of 100–500 ms in the sustained bench).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

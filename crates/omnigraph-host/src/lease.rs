@@ -1,7 +1,8 @@
 //! One writer per graph across processes and hosts: a lease taken by a
 //! conditional create of the next lease generation. A generation is free
 //! once released or expired; creating the next one is atomic on a local disk
-//! and on S3-compatible stores, so exactly one contender wins.
+//! and on S3-compatible stores, so exactly one contender wins. The holder
+//! renews it by rewriting its own generation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,8 @@
 //! OmniGraph ingest's commit host. Its modules follow a load's path:
 //! validate (the wasm artifact in wasmtime, [`validator`]) → stateful checks
 //! ([`checks`]) → stage one Lance transaction per table ([`tables`]) →
-//! commit, sync and publish one graph commit ([`graph`]).
+//! commit, sync and publish one graph commit ([`graph`]). The data flow and
+//! the invariants are in docs/ARCHITECTURE.md.
 
 pub mod auth;
 pub mod checks;

@@ -1,4 +1,7 @@
-//! The host engine's bounds, in one place. Each names the error it causes.
+//! The host engine's bounds, in one place. Each names the error it causes:
+//! commit attempts, lease times, index lag, lookup chunk, in-flight body
+//! bytes, body and head deadlines, control body size; and glibc's arenas,
+//! mmap and trim thresholds, set in `main` before any thread starts.
 
 use std::time::Duration;
 

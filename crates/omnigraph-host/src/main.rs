@@ -1,4 +1,6 @@
-//! `omnigraph-host`: the commit host's command line (SPEC §7).
+//! `omnigraph-host`: the commit host's command line (SPEC §7): `init`,
+//! `serve`, `validate`, `load` (split files, progress, `--resume`,
+//! `--server`), `export`, `log`, `branch`, `recover`, `optimize`.
 
 // `run` awaits every command's future; their nested async state machines
 // outgrow the default query depth when compiled as a test.

@@ -1,5 +1,6 @@
 //! The graph manifest's objects (docs/storage.md): graph info, immutable
-//! commits per branch, the write lease and the recovery record.
+//! commits per branch, the write lease and the recovery record; their object
+//! names and the branch-name rule.
 
 use std::collections::BTreeMap;
 

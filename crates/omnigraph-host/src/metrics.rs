@@ -1,4 +1,5 @@
-//! The host's Prometheus metrics (`GET /metrics`, text format 0.0.4).
+//! The host's Prometheus metrics (`GET /metrics`, text format 0.0.4):
+//! counters and latency histograms.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

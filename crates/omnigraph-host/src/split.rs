@@ -11,6 +11,31 @@
 //! were split further to fit the validator's bounds. Each batch takes every
 //! line it can (a cut falls only where the next line would cross a bound),
 //! so a pass has the fewest batches those bounds allow.
+//!
+//! Rows are counted per table as the bounds count them (a line's table read
+//! by `Probe`, without a parse when written plainly); a batch refused for a
+//! size bound is halved and retried. Batch keys come from byte ranges; the
+//! `--resume` checkpoint is here too (with a multi-batch overwrite's work
+//! branch). The whole flow of a file load (CLI `load`, local or `--server`):
+//!
+//! ```text
+//! file ─► streamed (one batch in memory) ─► every table ≤ rows bound and bytes ≤ bound?
+//!                                               │ yes ─► one load, file order, key <run>:a:0-len
+//!                                               │ no (or refused for a size bound)
+//!                                               ▼
+//!         nodes pass (every non-edge line), then edges pass, each in file order
+//!         a batch ends where the next line's table is full or the bytes would pass the bound;
+//!         a batch refused for a size bound is halved and retried
+//!         key <run>:<n|e>:<start>-<end> per commit; checkpoint after each (--resume: log wins)
+//!         after the last batch (local root): bounded maintenance steps, once
+//!         mode overwrite: fork ow-<run> from the target with the named types' tables empty →
+//!         batches in append mode onto it → POST /overwrite: checks of a single overwrite against the
+//!         target head (must still be the fork base, else 409 target_moved) → one commit on the target
+//!         whose replaced tables are streamed copies of the work branch's → work branch deleted
+//! ```
+//!
+//! The upload page follows the same flow with the same bounds and keys
+//! (web/split.js, web/worker.js).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};

@@ -1,6 +1,8 @@
-//! Where a graph lives: a local directory or an S3-compatible prefix, and
-//! the small JSON objects of the graph manifest (commits, lease, recovery
-//! record) written with `object_store`.
+//! Where a graph lives (`GraphRoot`): a local directory or an S3-compatible
+//! prefix, with one Lance `Session` for all its tables (warm index caches),
+//! and the small JSON objects of the graph manifest (commits, lease,
+//! recovery record) written with `object_store` (put-if-absent and the
+//! rest). Also the proof that the store refuses a second conditional create.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

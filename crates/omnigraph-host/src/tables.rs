@@ -1,6 +1,9 @@
-//! One Lance dataset per node/edge type: its stored schema, opening it at a
-//! pinned version, staging one transaction per load, lookups by column and
-//! keeping its scalar indexes current.
+//! One Lance dataset per node/edge type: its stored schema (with the
+//! primary-key metadata), opening it at a pinned version, staging and
+//! committing one transaction per load (merge/append: `stage_upsert`, the
+//! replaced rows found by the key runs or the `_id` index, one Lance
+//! `Update`), lookups by indexed column, and the maintenance jobs that keep
+//! its scalar indexes current.
 
 use std::collections::HashMap;
 use std::sync::Arc;

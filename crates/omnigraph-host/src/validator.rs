@@ -1,20 +1,24 @@
 //! The host's validator: the exact `.wasm` file the npm package ships,
-//! embedded at build time, compiled once and run in wasmtime on every batch.
-//! The host never trusts a client's verdict.
+//! embedded at build time, compiled once and run in wasmtime (48) on every
+//! batch. The host never trusts a client's verdict.
 //!
 //! Compiling the artifact with Cranelift takes about a second, so it is
 //! done only when something validates (`log`, `export`, `branch` never
 //! pay it) and at most once per machine: the compiled module is kept in a
 //! cache directory keyed by the artifact's SHA-256 and wasmtime's
-//! compatibility hash (version and engine settings), and later processes
-//! load it in milliseconds.
+//! compatibility hash (version and engine settings; an entry is replaced by
+//! rename), and later processes load it in milliseconds.
 //!
 //! Each batch gets a fresh instance from a pre-instantiated template (pooling
-//! allocator: tens of microseconds), a memory cap and an epoch deadline. A
-//! trap becomes a typed error; the next batch starts from a clean instance.
-//! At most `max_instances` run at once: a call beyond that waits for a slot
-//! (up to its deadline, then `Busy`), so a burst of loads queues briefly
-//! instead of being refused after its body was read.
+//! allocator: tens of microseconds; a reused slot keeps its memory and
+//! tables mapped, reset by the pages the batch touched), a memory cap and an
+//! epoch deadline. A trap becomes a typed error; the next batch starts from
+//! a clean instance. At most `max_instances` run at once: a call beyond that
+//! waits for a slot (up to its deadline, then `Busy`), so a burst of loads
+//! queues briefly instead of being refused after its body was read. The
+//! slot is taken before its instance is made and given back after its store
+//! is dropped, so instantiating never meets a full pool; per-batch wasm
+//! memory is at most `WASM_MEMORY_PER_BATCH_BYTE` × batch + base.
 //! Instances share no state: what a batch does not re-do is the schema
 //! compile. The artifact compiles each schema once (`og_compile`, in its own
 //! fresh instance) and the host hands that compiled form to every batch's

@@ -2,7 +2,9 @@
 //! (SPEC §4.7), checked as a property: random sequences of loads, forks,
 //! branch deletions, overwrites, maintenance steps and cleanups (seeded, so
 //! a failure reproduces), after which every commit of every live branch
-//! still reads exactly as it did when it was made.
+//! still reads exactly as it did when it was made. Also: loads go on while a
+//! cleanup reads the history, and keep their versions; a deleted branch's
+//! Lance branches go unless live commits need them.
 
 mod common;
 

@@ -1,7 +1,8 @@
-//! The `omnigraph-host` binary: offline validation, a multi-batch load
-//! killed mid-way and resumed (nothing lost, nothing repeated), `log`,
-//! `branch list|create|delete`, and `recover` after a crashed load (with
-//! `--features failpoints`).
+//! The `omnigraph-host` binary: offline validation (its output and exit
+//! codes), a multi-batch load killed mid-way and resumed (nothing lost,
+//! nothing repeated), `log`, `branch list|create|delete`, and `recover` after
+//! a crashed load (with `--features failpoints`); only commands that validate
+//! compile the artifact.
 
 mod common;
 

@@ -3,7 +3,11 @@
 //! (docs/reliability.md, "Promises"). Real servers on 127.0.0.1, real
 //! sockets closed at each phase of a load (held there by failpoints), real
 //! Lance tables behind a store wrapper that fails chosen requests. Run with
-//! `--features failpoints`.
+//! `--features failpoints`. The cases: clients closing sockets at each phase
+//! of a load, a queued load's client leaving, a dropped load future, a
+//! writer stalled past its lease at its branch step, failed renewals,
+//! retried overwrite publishes, a one-batch CLI load's lost answer, a store
+//! ignoring conditional creates, one graph's slow open.
 #![cfg(feature = "failpoints")]
 
 mod common;

@@ -1,7 +1,10 @@
 //! Hostile HTTP: what a public ingestion endpoint receives from broken or
-//! malicious clients. Each case gets the right status (a JSON error where
-//! the request reaches a handler), and the host stays healthy afterwards:
-//! `/healthz` answers and a valid load still commits.
+//! malicious clients (slow-loris bodies and heads, chunked bodies over the
+//! bound, the in-flight budget, content types, invalid UTF-8 and malformed
+//! URLs, path traversal, enormous headers: 431). Each case gets the right
+//! status (a JSON error where the request reaches a handler), and the host
+//! stays healthy afterwards: `/healthz` answers and a valid load still
+//! commits.
 
 mod common;
 

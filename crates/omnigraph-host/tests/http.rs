@@ -1,5 +1,6 @@
 //! The HTTP API against a real server on 127.0.0.1 (random port) over
-//! temporary local graphs, with a real HTTP client.
+//! temporary local graphs, with a real HTTP client: every route, status
+//! code and the order of auth checks.
 
 mod common;
 

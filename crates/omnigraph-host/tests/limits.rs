@@ -1,5 +1,7 @@
 //! The runner's bounds: deadline, memory cap, input size; a trap leaves the
-//! next batch a clean instance.
+//! next batch a clean instance. Every pooling slot is usable at once, calls
+//! beyond the slots wait for one, and wasm memory stays within
+//! `WASM_MEMORY_PER_BATCH_BYTE` × batch + base.
 
 use std::time::Duration;
 

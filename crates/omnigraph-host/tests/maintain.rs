@@ -1,7 +1,9 @@
 //! Maintenance off the load path (SPEC §4.7): loads never compact or build
 //! indexes; maintenance steps do, each one bounded and published as a
-//! `maintain` commit with the same rows. Crashes inside a step leave every
-//! commit readable at its pinned versions.
+//! `maintain` commit with the same rows and the declared indexes. Crashes
+//! inside a step leave every commit readable at its pinned versions, and so
+//! does `optimize` SIGKILLed mid-step. The server's background maintenance,
+//! and its shutdown mid-step (the step is finished, then published).
 
 mod common;
 

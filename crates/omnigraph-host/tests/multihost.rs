@@ -1,9 +1,12 @@
-//! Several hosts, one store: `omnigraph-host serve` processes share one graph
-//! root (a local directory, or an S3 prefix with `OMNIGRAPH_TEST_STORE=s3`)
-//! while clients load through all of them at once, on one branch and on
-//! several. Every acknowledged load is in the final state exactly once, at
-//! the commit its receipt names; refused loads leave nothing; a host killed
-//! while it holds the lease is recovered by another host.
+//! Several hosts, one store: three `omnigraph-host serve` processes share one
+//! graph root (a local directory, or an S3 prefix with
+//! `OMNIGRAPH_TEST_STORE=s3`) while clients load through all of them at once,
+//! on one branch and on several. Every acknowledged load is in the final
+//! state exactly once, at the commit its receipt names; refused loads leave
+//! nothing; a host killed (SIGKILL) while it holds the lease is recovered by
+//! another host; a host SIGSTOPped mid-load past its lease is fenced when it
+//! wakes; and the recovery contract (`recovery_required`,
+//! `recovery_in_progress`, logged housekeeping) holds over HTTP.
 
 mod common;
 

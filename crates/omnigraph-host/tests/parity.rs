@@ -1,6 +1,8 @@
 //! Parity in wasmtime: the host's runner gives every corpus report byte for
-//! byte, runs the recorded artifact, `prepare` matches the native Arrow, and
-//! fuzzing's inputs get the native answers.
+//! byte, runs the recorded artifact (its SHA-256, its import list), `prepare`
+//! matches the native Arrow, and fuzzing's inputs (the seeds,
+//! `fuzz/regressions/`, a local corpus named by `OMNIGRAPH_FUZZ_CORPUS`) get
+//! the native report and `prepare` in wasmtime.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
-//! `omnigraph-host load` of files larger than one batch: streamed, nodes
-//! before edges, split further when a batch is over a validator bound, and
-//! an overwrite of many batches that is one overwrite (SPEC §4.3, §5, §7),
-//! into a local root and through a server.
+//! `omnigraph-host load` of files larger than one batch: streamed (a file
+//! whose every table fits is one commit), nodes before edges, maintenance
+//! only after the last batch, split further when a batch is over a validator
+//! bound (halving past the Arrow bound), and an overwrite of many batches
+//! that is one overwrite (SPEC §4.3, §5, §7), into a local root and through a
+//! server.
 
 mod common;
 

@@ -1,8 +1,8 @@
 //! `cargo bench -p omnigraph-validate-wasm --bench validate`: validator
-//! throughput on a generated ~32 MiB batch, next to serde_json baselines, in
-//! one run: criterion's group, then one timed pass (rounds of every
-//! contender, `rounds.rs`) that ends in the issue's `target` lines.
-//! Figures are recorded in docs/performance.md.
+//! throughput (`validate` and `prepare`) on a generated ~32 MiB batch, next
+//! to serde_json baselines, in one run: criterion's group, then one timed
+//! pass (rounds of every contender, `rounds.rs`) that ends in the issue's
+//! `target` lines. Figures are recorded in docs/performance.md.
 
 mod batchgen;
 mod rounds;

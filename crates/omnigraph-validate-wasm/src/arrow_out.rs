@@ -1,5 +1,8 @@
 //! Canonical output for the host (issue: Arrow output): one Arrow record
-//! batch per touched table, serialized as Arrow IPC stream bytes.
+//! batch per touched table, serialized as Arrow IPC stream bytes. Here: the
+//! Arrow schema per table; a table's record batch from its envelope columns
+//! and given property arrays; and property arrays made by arrow-rs's
+//! builders from kept values, for `prepare_reference` (feature `arrow`).
 
 use std::sync::Arc;
 

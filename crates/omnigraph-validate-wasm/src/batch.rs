@@ -1,5 +1,5 @@
 //! The batch: framing (SPEC §2.1, §2.6) of strict lines or a compat stream;
-//! each accepted row goes to the batch checks (`checks`, SPEC §2.5).
+//! each accepted row goes to the batch checks (`checks`, SPEC §2.5). See lib.rs.
 
 use bumpalo::Bump;
 use memchr::memchr;

@@ -20,11 +20,11 @@
 //! the report is the one a pass over the surviving rows would give, and the
 //! sink orders errors itself, whatever order they are found in.
 //!
-//! Validation's first pass keeps no rows ([`Keep::Count`]): wherever a
-//! check must name a row (a duplicate id, a `@unique` clash, a `@card`
-//! excess, a bound exceeded, a dangling endpoint) it gives up instead, and
-//! the batch is run again by a pass that keeps them (`batch::run`). It
-//! counts on past a merge's fold ([`Accepted::settle_waiting`]).
+//! Validation's first pass keeps no rows ([`Keep::Count`]): wherever a check
+//! must name a row (a duplicate id, a `@unique` clash, a `@card` excess, a
+//! bound exceeded, a dangling endpoint) it gives up instead, and the batch is
+//! run again by a pass that keeps them (`batch::run`). It counts on past a
+//! merge's fold ([`Accepted::settle_waiting`]). More in lib.rs.
 
 use std::borrow::Cow;
 use std::sync::Arc;

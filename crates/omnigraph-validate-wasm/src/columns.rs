@@ -1,9 +1,9 @@
 //! A table's property columns written as its rows arrive (`prepare`): each
 //! value goes into its column's Arrow buffers while the record is still in
-//! cache, so rows keep no values, and the canonical rows
-//! (`rows::encode_into`) copy the buffers out instead of walking every row
-//! again. Rows that die later (folded away, refused) are dropped from the
-//! columns by [`Columns::remove_flagged`], which rewrites them.
+//! cache, so rows keep no values, and the canonical rows (`rows::encode_into`)
+//! copy the buffers out instead of walking every row again. Rows that die later
+//! (folded away, refused) are dropped from the columns by
+//! [`Columns::remove_flagged`], which rewrites them. More in lib.rs.
 
 #[cfg(feature = "arrow")]
 use arrow_array::{ArrayRef, make_array};

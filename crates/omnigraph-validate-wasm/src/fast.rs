@@ -1,11 +1,11 @@
-//! The fast acceptor: decides "this strict line is a valid record, and here
-//! is its row" and nothing else. It never reports: any line it does not
-//! accept, for whatever reason (an error, an escape, an unusual member
-//! order, a bound), goes to the explainer (`record::parse_record`), which is
-//! the single source of every diagnostic. A report therefore cannot differ
-//! from the explainer's alone, provided the acceptor accepts only lines the
-//! explainer accepts, with the same row: `differential` checks exactly that
-//! (unit tests, the conformance corpus, the fuzz targets).
+//! The fast acceptor: decides "this strict line is a valid record, and here is
+//! its row" and nothing else. It never reports: any line it does not accept,
+//! for whatever reason (an error, an escape, an unusual member order, a bound),
+//! goes to the explainer (`record::parse_record`), which is the single source
+//! of every diagnostic. A report therefore cannot differ from the explainer's
+//! alone, provided the acceptor accepts only lines the explainer accepts, with
+//! the same row: `differential` checks exactly that (unit tests, the
+//! conformance corpus, the fuzz targets). More in lib.rs.
 //!
 //! Why it is faster: it reads a line's bytes once, left to right, against
 //! the schema: it finds the line's end itself and checks UTF-8 only in

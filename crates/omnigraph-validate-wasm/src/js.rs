@@ -1,5 +1,5 @@
 //! The JavaScript API (wasm-bindgen): thin wrappers over the core. Batches
-//! cross as bytes (`Uint8Array`), never as JS strings.
+//! cross as bytes (`Uint8Array`), never as JS strings. More in lib.rs.
 
 use std::cell::RefCell;
 

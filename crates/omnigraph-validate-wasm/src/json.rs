@@ -1,9 +1,9 @@
 //! A pull parser for strict JSON (RFC 8259 + the I-JSON rules we need).
 //!
 //! It never builds a tree: the envelope and value decoders pull tokens and
-//! decode straight into typed values. It counts structural tokens and depth
-//! as it goes, so a hostile line is refused before it costs more than a scan.
-//! Strings borrow from the input unless they contain escapes.
+//! decode straight into typed values. It counts structural tokens and depth as
+//! it goes, so a hostile line is refused before it costs more than a scan.
+//! Strings borrow from the input unless they contain escapes. More in lib.rs.
 
 use std::borrow::Cow;
 

@@ -4,6 +4,10 @@
 //! they travel with the validator's options, so every runtime applies the same
 //! numbers. The fixed bounds below are not configurable: they protect the
 //! validator itself.
+//!
+//! Bounds before work: the batch size is checked before parsing; depth and
+//! structural-token counts are checked while scanning, so no line costs more
+//! than a scan before it is refused.
 
 use serde::{Deserialize, Serialize};
 

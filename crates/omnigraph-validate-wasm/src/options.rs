@@ -1,4 +1,5 @@
-//! The validator's options: mode, strict/compat, error cap and bounds.
+//! The validator's options: mode, strict/compat, error cap and bounds
+//! ([`Limits`]), read from JSON.
 
 use serde::{Deserialize, Serialize};
 

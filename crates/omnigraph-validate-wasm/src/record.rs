@@ -1,5 +1,5 @@
 //! One record: the envelope (SPEC §2.2), its typed `data`, per-value
-//! constraints (`@range`, `@check`) and identity (SPEC §2.3).
+//! constraints (`@range`, `@check`) and identity (SPEC §2.3). More in lib.rs.
 
 use std::borrow::Cow;
 

@@ -1,5 +1,5 @@
 //! The report (SPEC §3): stable error codes, diagnostics, and the bounded,
-//! deterministically ordered error list.
+//! deterministically ordered error list. More in lib.rs.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

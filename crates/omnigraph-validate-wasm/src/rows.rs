@@ -1,8 +1,8 @@
 //! Canonical rows: what an accepted batch becomes for the host. The wasm
 //! artifact returns them from `og_prepare` as Arrow's column buffers
 //! ([`encode_into`]); hosts wrap those into arrays ([`decode`]) with no Arrow
-//! code in the artifact (it stays small). The bounds `table_bytes_limit`
-//! and `keyed_parse_bytes` count their sizes, estimated here.
+//! code in the artifact (it stays small). The bounds `table_bytes_limit` and
+//! `keyed_parse_bytes` count their sizes, estimated here. More in lib.rs.
 
 #[cfg(feature = "arrow")]
 use arrow_array::{RecordBatch, make_array};

@@ -1,11 +1,11 @@
 //! A map from strings (ids, unique tuples) to values for the batch checks.
 //!
 //! Keys are copied into one contiguous arena, so lookups touch a few cache
-//! lines instead of chasing pointers into a 32 MiB batch. The core may not
-//! use randomness, so the hash is fixed and an attacker could choose keys
-//! that collide: if any probe sequence grows past [`MAX_PROBE`] the map moves
-//! every entry into a `BTreeMap`, whose cost is O(log n) whatever the keys.
-//! Results never depend on which representation is in use.
+//! lines instead of chasing pointers into a 32 MiB batch. The core may not use
+//! randomness, so the hash is fixed and an attacker could choose keys that
+//! collide: if any probe sequence grows past [`MAX_PROBE`] the map moves every
+//! entry into a `BTreeMap`, whose cost is O(log n) whatever the keys. Results
+//! never depend on which representation is in use. More in lib.rs.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! "Did you mean" suggestions for unknown names.
+//! "Did you mean" suggestions for unknown names. More in lib.rs.
 
 /// The candidate closest to `name` by edit distance, if close enough: a
 /// case-insensitive match, or at most a third of the name's length (1 to 3 edits).

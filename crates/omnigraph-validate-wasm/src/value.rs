@@ -1,5 +1,5 @@
 //! Typed values (SPEC §1.3): strict decoding from JSON, canonical rendering
-//! (SPEC §2.4), and the calendar arithmetic both need.
+//! (SPEC §2.4), and the calendar arithmetic both need. More in lib.rs.
 
 use std::borrow::Cow;
 

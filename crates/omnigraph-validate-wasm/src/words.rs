@@ -2,8 +2,8 @@
 //!
 //! In the wasm artifact, slice equality is a call to compiler-builtins'
 //! `memcmp`, a loop over single bytes (wasm has no instruction for it);
-//! natively it is libc's vector code. Ids, endpoints and enum values are
-//! short, so a few 8-byte loads settle them in both.
+//! natively it is libc's vector code. Ids, endpoints and enum values are short,
+//! so a few 8-byte loads settle them in both. More in lib.rs.
 
 /// The little-endian word of the 8 bytes of `s` from `at`.
 #[inline]

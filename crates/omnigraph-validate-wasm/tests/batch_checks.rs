@@ -1,9 +1,10 @@
-//! The batch checks (SPEC §2.5) over batches of many rows, against a model
-//! that applies the rules record by record: duplicate ids (refused, or
-//! folded in merge mode), then `@unique`, `@card` and endpoints over the
-//! rows that survive. The validator checks rows in groups (ids, tuples and
-//! sources inserted a group at a time), so duplicates, clashes and sources
-//! here fall inside one group, across groups and in the last partial one.
+//! The batch checks (SPEC §2.5) over batches of up to 1,000 records, in
+//! every mode, against a model that applies the rules record by record:
+//! duplicate ids (refused, or folded in merge mode), then `@unique`, `@card`
+//! and endpoints over the rows that survive. The validator checks rows in
+//! groups of 32 (ids, tuples and sources inserted a group at a time), so
+//! duplicates, clashes, `@card` sources and endpoints here fall inside one
+//! group, across groups and in the last partial one.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,9 +1,11 @@
-//! The fast acceptor against the explainer (`differential`): every line the
-//! acceptor takes, the explainer must accept alone with the same row, so a
-//! report cannot depend on which of the two read a line. Run over the
-//! conformance corpus, every single-byte mutation of its accepted lines,
-//! number and shape edge cases, and the benchmark batch (which the acceptor
-//! must take whole, or it would not be the fast path at all).
+//! The fast acceptor against the explainer (`differential`, in three modes:
+//! values measured, whole and taken, whole and left for the next line to
+//! refill): every line the acceptor takes, the explainer must accept alone
+//! with the same row, so a report cannot depend on which of the two read a
+//! line. Run over the conformance corpus, every single-byte mutation of its
+//! accepted lines, number and shape edge cases, and the benchmark batch
+//! (which the acceptor must take whole, or it would not be the fast path at
+//! all).
 
 // The bench's generator; this test uses only the batch, not its filters.
 #[allow(dead_code)]

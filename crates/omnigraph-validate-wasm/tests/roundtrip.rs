@@ -1,5 +1,5 @@
-//! Property: serializing a valid generated batch and validating it yields
-//! `ok`, and `prepare` gives the same rows back.
+//! Property (proptest): serializing a valid generated batch and validating
+//! it yields `ok`, and `prepare` gives the same rows back.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType, UInt64Type};

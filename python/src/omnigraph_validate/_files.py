@@ -7,7 +7,8 @@ table as the bounds count rows) is one batch, as it is, however many lines it
 has. A larger one, or one that the validator refuses as one batch for a bound a
 smaller batch may fit, is split at line boundaries in two passes: node
 records (and every line that is no edge record, so the validator still
-reports it) first, then edge records, each pass in file order, each batch at
+reports it; a line's kind and table read by `probe_line`, as split.rs's
+`Probe` reads them) first, then edge records, each pass in file order, each batch at
 most `batch_rows` records of any one type and `batch_bytes` bytes. A batch refused for such a
 bound is halved until it fits or is one line (as `load` does). So the
 batches are the ones `load` would send; unlike `load`, which stops at the

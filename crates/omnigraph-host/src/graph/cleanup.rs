@@ -5,6 +5,19 @@
 //! named to Lance (`CleanupPolicy::versions`), so no age rule of Lance's own
 //! can reach a pinned one; Lance keeps the files a retained version or a
 //! child Lance branch still uses.
+//!
+//! `Graph::cleanup_versions` (`optimize`, and the server once per
+//! `CLEANUP_INTERVAL`): collect every version any commit of a live branch
+//! pins by walking each branch's log *before* taking the lease (commits
+//! never change, and loads go on meanwhile); under the lease, walk only the
+//! commits published since (each branch's walk stops at a commit already
+//! read), then per (table, Lance branch) name to Lance exactly the versions
+//! that are unpinned, not the newest and older than the retention. Lance
+//! branches that no pin names (a deleted graph branch's, a finished work
+//! branch's) and whose newest version is older than the retention are
+//! deleted whole, child first (Lance refuses one another branch was created
+//! from). Writes set `auto_cleanup: None`: Lance's age-based cleanup never
+//! runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

@@ -1,5 +1,7 @@
 //! Staging, the recovery record, the fenced table commits, the sync and the
-//! fenced publish of one load.
+//! fenced publish of one load. A table's first write on a branch forks a
+//! Lance branch named for the lease generation; a table commit must land at
+//! read version + 1; failures after the record answer `RecoveryRequired`.
 
 use super::*;
 

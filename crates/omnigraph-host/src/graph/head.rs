@@ -1,6 +1,7 @@
-//! Finding branch heads and publishing commits: the head hint plus a probe
-//! (O(1) requests whatever the history), the tenure's known heads, and the
-//! put-if-absent of a commit's sequence number, the visibility point.
+//! Finding branch heads and publishing commits: the head hint (`HEAD.json`)
+//! plus a probe (O(1) requests whatever the history), the tenure's known
+//! heads, and the put-if-absent of a commit's sequence number, the
+//! visibility point.
 
 use super::*;
 

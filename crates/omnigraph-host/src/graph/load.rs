@@ -1,6 +1,54 @@
 //! One load, in its order: validate (the artifact in wasmtime), resolve the
 //! base, run the stateful checks, then stage and commit (commit.rs) under the
-//! lease (tenure.rs).
+//! lease (tenure.rs). Also dry runs and generated ids.
+//!
+//! The commit protocol:
+//!
+//! ```text
+//! Graph::load(branch, from?, mode, actor, bytes)
+//!   1 validate      the artifact in wasmtime (spawn_blocking) → report + Arrow per touched type;
+//!                   a refused batch ends here (Invalid, nothing read or written)
+//!   2 lease         in-process mutex, then the graph's lease: the one kept from the previous
+//!                   load of this process (kept only while another load of it waits, at most
+//!                   MAX_TENURE_WRITES writes), or create _graph/lease/<g+1>.json put-if-absent
+//!                   once <g> is released or expired; renewed while the load runs whenever half
+//!                   of it is left
+//!   3 recover       leftover _graph/recovery/<gen>.json records (older generations) are
+//!                   rolled forward or back first
+//!   4 resolve       head of `branch`, or `from`'s head when forking: known to the tenure (what
+//!                   it published or read under its lease: no request), else the HEAD.json hint
+//!                   plus a probe of the next sequence number
+//!   5 check         stateful checks against the head's pinned table versions (indexed lookups);
+//!                   conflicts → Rejected (nothing written)
+//!   6 stage         per touched table: settle its Lance head to the pin (restore unpublished
+//!                   versions) or, on the table's first write on the branch, fork a Lance branch
+//!                   `<branch's lance branch>.g<lease generation>` (a leftover of that name is
+//!                   this generation's own and is replaced); fill ULIDs; stage one transaction
+//!                   with properties {batch_id, commit}: merge/append (tables::stage_upsert)
+//!                   find the stored rows of the batch's ids (the key runs of the _id index's
+//!                   segments where this process has them all, else the index itself; other
+//!                   fragments by their own key runs, else scanned), write the
+//!                   batch as new fragments and extend the deletion vectors of the replaced
+//!                   rows, one Lance Update (what merge_insert commits, without reading the
+//!                   replaced rows back or joining them); an append that finds a stored id
+//!                   fails; overwrite: Overwrite
+//!   7 record        write _graph/recovery/<own gen>.json {commit to publish, per table: lance
+//!                   branch, published version, read version, transaction uuid}. From here on
+//!                   every failure answers RecoveryRequired (503 recovery_required): recovery,
+//!                   not this writer, decides whether the load is published
+//!   8 commit        each table's transaction exactly once, fenced: it must land at read version
+//!                   + 1, else another writer committed in between (Fenced); no upkeep here
+//!                   (maintenance is its own commits, graph/maintain.rs)
+//!   9 sync          syncfs on local disks
+//!  10 publish       _graph/branches/<b>/<inverted seq>.json put-if-absent, fenced: a slot taken
+//!                   by this very load (recovered by another host) is success, by anything else
+//!                   SlotTaken (the lease was lost); a clock saying the lease is nearly over
+//!                   gives up early (LeaseExpired), for liveness only
+//!  11 finish        keep the lease for a load already waiting (its record is overwritten by
+//!                   the next one), or delete the record and release the lease (failures are
+//!                   logged, never the load's error: the next recovery removes a record of a
+//!                   published load)
+//! ```
 
 use super::*;
 

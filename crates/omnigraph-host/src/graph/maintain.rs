@@ -1,11 +1,63 @@
 //! Maintenance off the load path (SPEC §4.7): index creation (every index
 //! the checks look up and every `@index` the schema declares), index folds
-//! and compaction of small fragments. Each is one bounded step under the
-//! lease, one Lance version of one table, published as a graph commit of
-//! kind `maintain` (same rows, new pin), so readers and recovery see it like
-//! any other commit. A step that crashes before its publish leaves only a
+//! and compaction of small fragments; and `optimize`. Each is one bounded
+//! step under the lease, one Lance version of one table, published as a
+//! graph commit of kind `maintain` (same rows, new pin), so readers and
+//! recovery see it like any other commit. A step built off the lock is
+//! committed only onto the table it was built from (its Lance branch, no
+//! overwrite since). A step that crashes before its publish leaves only a
 //! table version above its pin, which the next writer restores away (the
 //! rows are the same); so maintenance needs no recovery record.
+//!
+//! ```text
+//! Graph::maintain_step()   (server and sustained bench: Graph::maintain_if_due every
+//!                           MAINTENANCE_INTERVAL, for graphs loads changed, on a
+//!                           thread and tokio runtime of its own at MAINTENANCE_NICE
+//!                           (graph::spawn_maintenance): loads keep the server's
+//!                           workers and get the cores first;
+//!                           CLI: `optimize`, and once after a split file's last batch on a
+//!                           local root, up to 4 steps per batch it committed; never between
+//!                           a run's batches)
+//!   off the lock (loads go on): the first table of any branch whose next job is an index
+//!     fold or a compaction is opened at the version its head pins and the step is built
+//!     there: a fold (tables::prepare_fold: size-tiered, merging the new rows with the
+//!     newest segments at most FOLD_TIER_RATIO× their size, so a fold usually writes what
+//!     loads added; an _id fold also builds its new segments' key runs), or a compaction
+//!     of the small fragments no index covers yet (at least MIN_SMALL_FRAGMENTS, or
+//!     MIN_SMALL_FRAGMENTS_BEFORE_COVERING before a fold is due; tables::prepare_compaction: one Lance compaction task,
+//!     rewritten but not committed, and the new fragments' key runs read back from their
+//!     files; indexed fragments are never rewritten, so no index is ever remapped)
+//!   lease (no waiting: another host's lease means "later"), then, if the head still pins
+//!     the table the step was built from (same Lance branch, version not below the
+//!     snapshot, no overwrite or restore below it since: tables::replaced_since; else the
+//!     step is dropped and nothing of it published),
+//!     a prepared fold: committed on top of the table's current pin (Lance checks it
+//!       against the loads since its snapshot), only its new segment warmed; or
+//!     a prepared compaction (tables::commit_compaction_onto): every row a load deleted
+//!       since the snapshot from a rewritten fragment is deleted from the new fragments
+//!       too (the rewrite holds the snapshot's live rows in fragment and offset order),
+//!       the new fragments' ids reserved first (deletion files are named by fragment id),
+//!       one Rewrite on the current version; a fragment gone since: planned again; or else
+//!     for each branch head and each table the branch owns, the first job (tables::next_job)
+//!       done under the lock: create a missing index (og_id/src/dst, first @unique member,
+//!       each @index), warmed (folds and compactions are left to the next step, off the lock)
+//!   fenced: every version above the pin is the step's own (CreateIndex, ReserveFragments,
+//!   Rewrite); then a commit of kind `maintain` (same rows, the table's new pin,
+//!   `maintenance` says what), put-if-absent. No recovery record: a crash before the
+//!   publish leaves a version above the pin, restored away by the next writer.
+//!   A server that shuts down (SIGTERM/SIGINT) finishes the step in flight, then
+//!   stops; it cuts only the wait between rounds and a version cleanup short.
+//! Graph::maintain_if_due, before each step: the key runs merges lack (keys.rs), one per
+//!   round, none a graph commit; a fold of `_id` builds the runs of its new segments
+//!   before its commit, off the lock, so merges use them from its publish on.
+//! ```
+//!
+//! Under the lock a step does work bounded by what loads added since the last
+//! step (a compaction's commit reads the deletion vectors of the fragments it
+//! rewrote and writes those of the new ones; a fold's commit writes one
+//! manifest and warms one new segment), so a load waits for at most that. The
+//! row rewriting of a compaction and the O(index) part of a fold never hold
+//! the lock.
 
 use std::sync::atomic::Ordering;
 

@@ -8,6 +8,10 @@
 //! Until that commit the target is untouched: a refused batch, a crash or an
 //! abandoned run leave it as it was. If the target moved meanwhile, the
 //! publish is refused (`target_moved`) rather than dropping newer commits.
+//! Rollback markers and maintenance move no row, so the publish and a
+//! retried publish look through them (`maintain` commits since the fork
+//! change no rows); a retried publish that landed answers that publish,
+//! found by batch key since the base.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

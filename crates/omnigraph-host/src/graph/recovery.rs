@@ -1,6 +1,25 @@
 //! Recovery: finishing interrupted loads (roll forward, or take the slot
 //! with a rollback marker and roll back) and settling table heads to their
 //! pins.
+//!
+//! Recovery runs on open (except `load`'s open of a local graph, whose first
+//! write recovers under its own lease), under the lease before every write,
+//! and also right after a load that answered `recovery_required`, while its
+//! writer still holds the lease. For each record of an older (or its own)
+//! lease generation, oldest first: every staged uuid found exactly at its
+//! table's read version + 1 → publish the recorded commit with those
+//! versions (roll forward). Otherwise the load's sequence number is taken
+//! first by a rollback marker (a commit of kind `rollback` with the parent's
+//! tables, or a `delete` tombstone when the load would have created its
+//! branch), put if absent, and only then is each touched table restored to
+//! what its branch's head pins (or the load's base) and a Lance branch the
+//! load created and no head pins deleted (roll back, idempotent). If the
+//! slot is already taken, the holder decides: the load itself (same batch
+//! id: rolled forward) or anything else (its versions are orphans: roll
+//! back). Then every table a branch owns is settled: a head above its
+//! published version without a record is restored too. While a host holds
+//! the lease and records of older generations exist, other hosts' loads
+//! answer 503 `recovery_in_progress`.
 
 use super::*;
 

@@ -1,6 +1,10 @@
 //! The lease a process holds while it writes: taken (after recovering what
-//! older generations left), renewed while a write runs, kept for a write
-//! already waiting, given up otherwise.
+//! older generations left), renewed while a write runs (on its own task; a
+//! failed renewal is retried with backoff while the lease outlives the
+//! wait), kept for a write already waiting, given up otherwise (its record
+//! deleted). The wait for the writer lock is a guard (`InLine`) that a
+//! caller who went away leaves (`CallerGone`); a write future dropped
+//! holding the lease releases it on a task of its own (`Unreleased`).
 
 use super::*;
 

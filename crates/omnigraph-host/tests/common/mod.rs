@@ -1,7 +1,8 @@
 //! Shared helpers of the engine tests: real Lance datasets in temp dirs (or,
 //! with `OMNIGRAPH_TEST_STORE=s3`, under fresh prefixes of a real local
-//! S3-compatible server, see [`place`]) and the real validator artifact in
-//! wasmtime.
+//! S3-compatible server at `OMNIGRAPH_TEST_S3_ENDPOINT`, checked to refuse a
+//! second conditional create before any test relies on it, see [`place`])
+//! and the real validator artifact in wasmtime.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod faulty_store;

@@ -1,4 +1,4 @@
-//! Tokens of the `.pg` schema language (SPEC §1.1).
+//! Tokens of the `.pg` schema language (SPEC §1.1), with line and column.
 
 use super::SchemaError;
 

@@ -1,5 +1,5 @@
 //! The schema language (SPEC §1): `.pg` source → compiled [`Schema`] with a
-//! canonical catalog and its hash.
+//! canonical catalog and its hash. More in lib.rs.
 
 mod catalog;
 mod check;
