@@ -34,19 +34,10 @@ echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and
 cargo test --locked --workspace --features omnigraph-host/failpoints
 
 echo "== the engine, crash, process, CLI, HTTP, multi-host, promise, fault, split-load, request-count, maintenance and cleanup suites again on S3 (moto on 127.0.0.1)"
-PYVENV="${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}"
-moto_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-moto_log="$(mktemp)"
-"$PYVENV/bin/moto_server" -H 127.0.0.1 -p "$moto_port" >"$moto_log" 2>&1 &
-moto_pid=$!
-cleanup() { kill "$moto_pid" 2>/dev/null || true; rm -rf "${graph_dir:-}" "$moto_log"; }
+cleanup() { stop_moto; rm -rf "${graph_dir:-}"; }
 trap cleanup EXIT
-for _ in $(seq 100); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$moto_port/')" 2>/dev/null && break
-  kill -0 "$moto_pid" 2>/dev/null || { cat "$moto_log" >&2; echo "moto_server did not start" >&2; exit 1; }
-  sleep 0.2
-done
-OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port" \
+. scripts/moto.sh
+OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" \
   cargo test --locked -p omnigraph-host --features failpoints \
   --test engine --test crash --test kill --test processes --test cli --test http --test multihost \
   --test promises --test faults --test split_load --test requests --test maintain --test cleanup

@@ -332,7 +332,11 @@ impl RootArgs {
 
     /// The graph without a recovery pass at open (`Graph::open_unrecovered`).
     async fn open_unrecovered(&self) -> Result<Graph, Failure> {
-        Ok(Graph::open_unrecovered(self.open_root()?, validator()?, self.engine_config()?).await?)
+        self.open_unrecovered_with(validator()?).await
+    }
+
+    async fn open_unrecovered_with(&self, validator: Arc<Validator>) -> Result<Graph, Failure> {
+        Ok(Graph::open_unrecovered(self.open_root()?, validator, self.engine_config()?).await?)
     }
 }
 
@@ -446,16 +450,29 @@ async fn run(command: Command) -> Result<(), Failure> {
             }
         }
         Command::Load { root, server, graph, token, file, branch, from, mode, actor, resume, batch_rows, batch_bytes, lease_ttl_ms, limits, s3 } => {
+            // Hashed (for the checkpoint) while the graph opens and the
+            // validator's module loads: each costs a process a few
+            // milliseconds that need not add up.
+            let file_sha256 = tokio::task::spawn_blocking({
+                let file = file.clone();
+                move || file_sha256(&file)
+            });
             let target = match (&root, &server) {
                 (Some(root), _) => {
                     let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, lease_wait_ms: None, limits };
+                    let validator = validator()?;
+                    // The first load would load it; an error shows there.
+                    tokio::task::spawn_blocking({
+                        let validator = validator.clone();
+                        move || validator.ready()
+                    });
                     // Not recovered on open: the first load's lease runs
                     // recovery before it writes (and answers a batch that
                     // recovery rolled forward with that commit), and its
                     // commit settles each table it writes. A separate lease
                     // taken and given back at open cost every run its own
                     // round of lease writes.
-                    Target::Local(Box::new(root.open_unrecovered().await?))
+                    Target::Local(Box::new(root.open_unrecovered_with(validator).await?))
                 }
                 (None, Some(url)) => Target::Server {
                     client: reqwest_client(),
@@ -476,7 +493,8 @@ async fn run(command: Command) -> Result<(), Failure> {
                 batch_rows: batch_rows.map_or(bounds.max_table_rows, |rows| rows as u64).clamp(1, bounds.max_table_rows.max(1)) as usize,
                 batch_bytes: batch_bytes.unwrap_or(bounds.max_batch_bytes).clamp(1, bounds.max_batch_bytes) as usize,
             };
-            load_file(&target, job).await?;
+            let file_sha256 = file_sha256.await.map_err(operational)?.map_err(operational)?;
+            load_file(&target, job, file_sha256).await?;
         }
         Command::Export { root, branch, at } => {
             let graph = root.open().await?;
@@ -813,9 +831,9 @@ fn print_file_lines(batch: &Batch, details: Option<&serde_json::Value>) {
 /// Streams the file into batches and commits them in order (nodes before
 /// edges once the file is split), with a progress bar and a checkpoint file
 /// for `--resume`. An overwrite of several batches goes through a work
-/// branch published in one commit (`Graph::publish_overwrite`).
-async fn load_file(target: &Target, job: LoadJob<'_>) -> Result<(), Failure> {
-    let digest = file_sha256(job.file).map_err(operational)?;
+/// branch published in one commit (`Graph::publish_overwrite`). `digest`
+/// is the file's SHA-256, which ties a checkpoint to the file.
+async fn load_file(target: &Target, job: LoadJob<'_>, digest: String) -> Result<(), Failure> {
     let checkpoint_path = Checkpoint::path_for(job.file);
     let mut checkpoint = match (job.resume, Checkpoint::read(&checkpoint_path).map_err(operational)?) {
         (true, Some(previous)) if previous.file_sha256 != digest => {
