@@ -19,6 +19,7 @@
 //!   `OptionsError` → the message; `CompiledFormError` → why a compiled form
 //!   is not one of this validator.
 
+pub use crate::rows::MalformedBuffer;
 use crate::{Options, Schema, prepare_rows_after, validate};
 
 /// Version of this ABI; bumped on any change to the functions or buffers
@@ -164,18 +165,6 @@ impl<R> PrepareOutcome<R> {
         }
     }
 }
-
-/// A result buffer that does not follow the ABI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MalformedBuffer(pub &'static str);
-
-impl std::fmt::Display for MalformedBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "malformed validator result buffer: {}", self.0)
-    }
-}
-
-impl std::error::Error for MalformedBuffer {}
 
 fn rest_text(bytes: &[u8]) -> Result<String, MalformedBuffer> {
     String::from_utf8(bytes.to_vec()).map_err(|_| MalformedBuffer("text is not UTF-8"))

@@ -555,7 +555,7 @@ impl<'a> Cursor<'a> {
                 let mut seen = KeySet::default();
                 while let Some((key, at)) = self.next_key(&mut first)? {
                     let len = path.len();
-                    crate::report::pointer_segment(path, &key);
+                    pointer_segment(path, &key);
                     if !seen.insert(key) && self.reject_duplicates {
                         self.duplicates.push(Duplicate { pos: at, path: path.clone() });
                     }
@@ -597,6 +597,18 @@ impl<'a> Cursor<'a> {
             max_structure: u64::MAX,
             reject_duplicates: false,
             duplicates: Vec::new(),
+        }
+    }
+}
+
+/// JSON Pointer (RFC 6901) segment escaping.
+pub fn pointer_segment(out: &mut String, segment: &str) {
+    out.push('/');
+    for ch in segment.chars() {
+        match ch {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            _ => out.push(ch),
         }
     }
 }

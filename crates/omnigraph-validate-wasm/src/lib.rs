@@ -331,6 +331,7 @@ mod batch;
 mod checks;
 mod columns;
 mod fast;
+mod float;
 mod json;
 pub mod limits;
 mod options;
@@ -351,16 +352,15 @@ pub use rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 pub use limits::Limits;
 pub use options::{Mode, Options, OptionsError};
 pub use report::{
-    Diagnostic, End, ErrorCode, ExternalRef, LimitDetail, Report, Rules, Stats, TableKind, TableStat, echo,
+    Diagnostic, End, ErrorCode, ExternalRef, LimitDetail, Report, Rules, Stats, TableKind, TableStat,
+    VALIDATOR_VERSION, echo,
 };
 pub use schema::{
     Bound, Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType, PropDef,
     RESERVED_NAMES, Schema, SchemaError, SchemaErrors, TypeDef, UniqueMember, ValueType,
 };
-pub use value::{decode_base64, encode_base64, format_date, format_f32, format_f64, format_timestamp};
-
-/// The rule book's version; part of every report's `rules`.
-pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use float::{format_f32, format_f64};
+pub use value::{decode_base64, encode_base64, format_date, format_timestamp};
 
 /// The differential check of the fast acceptor against the explainer (see
 /// `batch::differential`), for tests and fuzz targets only.
@@ -570,7 +570,7 @@ impl PreparedBatch {
 /// Turns canonical rows (from [`prepare_rows`] or the wasm artifact's
 /// `og_prepare`) into Arrow tables, exactly as [`prepare`] would.
 #[cfg(feature = "arrow")]
-pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTable>, abi::MalformedBuffer> {
+pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTable>, rows::MalformedBuffer> {
     Ok(batches_from_rows(schema, rows)?.into_iter().map(PreparedBatch::into_table).collect())
 }
 
@@ -581,7 +581,7 @@ pub fn tables_from_rows(schema: &Schema, rows: &[u8]) -> Result<Vec<PreparedTabl
 pub fn batches_from_rows(
     schema: &Schema,
     rows: impl Into<arrow_buffer::Buffer>,
-) -> Result<Vec<PreparedBatch>, abi::MalformedBuffer> {
+) -> Result<Vec<PreparedBatch>, rows::MalformedBuffer> {
     Ok(rows::decode(schema, rows.into())?
         .into_iter()
         .map(|(t, lines, batch)| PreparedBatch::new(&schema.types[t], lines, batch))

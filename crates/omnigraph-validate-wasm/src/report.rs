@@ -266,6 +266,9 @@ impl ErrorSink {
     }
 }
 
+/// The rule book's version; part of every report's `rules`.
+pub const VALIDATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Rules {
     pub validator: &'static str,
@@ -437,18 +440,6 @@ pub fn echo(value: &str) -> String {
     }
     out.push('\'');
     out
-}
-
-/// JSON Pointer (RFC 6901) segment escaping.
-pub fn pointer_segment(out: &mut String, segment: &str) {
-    out.push('/');
-    for ch in segment.chars() {
-        match ch {
-            '~' => out.push_str("~0"),
-            '/' => out.push_str("~1"),
-            _ => out.push(ch),
-        }
-    }
 }
 
 #[cfg(test)]

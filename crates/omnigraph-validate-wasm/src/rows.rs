@@ -10,8 +10,6 @@ use arrow_array::{RecordBatch, make_array};
 use arrow_schema::DataType;
 
 #[cfg(feature = "arrow")]
-use crate::abi::MalformedBuffer;
-#[cfg(feature = "arrow")]
 use crate::arrow_out::arrow_schema;
 use crate::columns::{Bits, push_offset};
 use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
@@ -21,6 +19,18 @@ use crate::schema::{Schema, TypeDef, ValueType};
 use crate::value::Val;
 #[cfg(feature = "arrow")]
 use crate::words::half;
+
+/// A rows buffer, or a result buffer, that does not follow the ABI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedBuffer(pub &'static str);
+
+impl std::fmt::Display for MalformedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed validator result buffer: {}", self.0)
+    }
+}
+
+impl std::error::Error for MalformedBuffer {}
 
 /// Column names of the envelope (SPEC §4.1).
 pub const ID_COLUMN: &str = "_id";

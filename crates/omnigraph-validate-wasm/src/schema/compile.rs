@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 use super::catalog::*;
-use super::lexer::Span;
+use super::check::CheckRule;
 use super::parser::{Annotation, Arg, Decl, DeclKind, PropDecl, TypeExpr, parse};
-use super::*;
+use super::types::*;
 use crate::limits::{MAX_SCHEMA_BYTES, MAX_VECTOR_DIMENSION};
 use crate::suggest::hint as suggest_in;
-use crate::value::{format_f32, format_f64};
+use crate::float::{format_f32, format_f64};
+use crate::report::TableKind;
 
 /// Metadata annotations whose single argument must be a string.
 const STRING_METADATA: [&str; 4] = ["description", "instruction", "embed", "rename_from"];
@@ -180,7 +181,7 @@ pub fn compile(source: &str) -> Result<Schema, SchemaErrors> {
     let mut interfaces: Vec<String> = catalog.interfaces.iter().map(|i| i.name.clone()).collect();
     interfaces.sort();
     let sorted_types = name_order(&types, |t| &t.name);
-    Ok(Schema { types, sorted_types, interfaces, catalog: compiled::LazyCatalog::Built(catalog), canonical, hash })
+    Ok(Schema { types, sorted_types, interfaces, catalog: LazyCatalog::Built(catalog), canonical, hash })
 }
 
 /// Resolves one declaration's own properties and annotations.

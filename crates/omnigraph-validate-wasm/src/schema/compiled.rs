@@ -19,7 +19,10 @@
 use std::sync::OnceLock;
 
 use super::catalog::{Catalog, CatalogAnnotation, CatalogCard, CatalogCheck, CatalogProp, CatalogRange, CatalogType};
-use super::{Bound, CheckRule, CompiledFormError, PropDef, RangeRule, Schema, TypeDef, UniqueMember, ValueType, name_order};
+use super::check::CheckRule;
+use super::types::{
+    Bound, CompiledFormError, LazyCatalog, PropDef, RangeRule, Schema, TypeDef, UniqueMember, ValueType, name_order,
+};
 use crate::VALIDATOR_VERSION;
 use crate::report::TableKind;
 
@@ -62,19 +65,6 @@ pub fn read(form: &[u8]) -> Result<Schema, CompiledFormError> {
     }
     let encoded = LazyCatalog::Encoded { bytes: encoded_catalog.to_vec(), decoded: OnceLock::new() };
     from_catalog(&catalog, encoded, canonical.to_owned(), hash.to_owned())
-}
-
-/// A schema's catalog: the one `compile` built, or a compiled form's
-/// encoding of it, decoded when first asked for (a batch never asks, so
-/// the artifact, whose exports never ask, carries no owned decoder).
-#[derive(Debug, Clone)]
-pub enum LazyCatalog {
-    Built(Catalog),
-    Encoded {
-        /// The [`Encoded`] catalog, which [`read`] has read once already.
-        bytes: Vec<u8>,
-        decoded: OnceLock<Catalog>,
-    },
 }
 
 impl LazyCatalog {

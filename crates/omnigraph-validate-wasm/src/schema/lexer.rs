@@ -1,6 +1,6 @@
 //! Tokens of the `.pg` schema language (SPEC §1.1), with line and column.
 
-use super::SchemaError;
+use super::types::{SchemaError, Span};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tok {
@@ -47,13 +47,6 @@ impl Tok {
             Tok::Eof => "end of file".into(),
         }
     }
-}
-
-/// 1-based line and column (columns count characters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Span {
-    pub line: u32,
-    pub column: u32,
 }
 
 pub struct Lexer<'s> {

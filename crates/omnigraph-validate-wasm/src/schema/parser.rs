@@ -1,7 +1,7 @@
 //! `.pg` source → syntax tree (SPEC §1.2). Meaning is checked in `compile`.
 
-use super::SchemaError;
-use super::lexer::{Lexer, Span, Tok};
+use super::lexer::{Lexer, Tok};
+use super::types::{SchemaError, Span};
 use crate::limits::MAX_TYPE_NESTING;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
