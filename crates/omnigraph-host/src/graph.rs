@@ -189,6 +189,15 @@ enum Source<'a> {
     CopyOf(TablePin),
 }
 
+/// The lease a process keeps across back-to-back loads (taken, renewed and
+/// given up in graph/tenure.rs).
+struct Tenure {
+    lease: HeldLease,
+    /// Writes done under it: bounded by `MAX_TENURE_WRITES`, so a busy host
+    /// gives other hosts a turn.
+    writes: u32,
+}
+
 /// A graph's settings, fixed when it is created (kept in `_graph/graph.json`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GraphSettings {
@@ -205,7 +214,7 @@ pub struct Graph {
     config: EngineConfig,
     /// Serializes this process's writers (the lease serializes processes),
     /// and keeps the lease between back-to-back loads.
-    writer: tokio::sync::Mutex<Option<tenure::Tenure>>,
+    writer: tokio::sync::Mutex<Option<Tenure>>,
     /// Writers waiting for `writer`: while one waits, the lease is kept for it.
     waiting: AtomicUsize,
     /// Branch heads known under the current tenure (published by this

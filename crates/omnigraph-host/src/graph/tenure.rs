@@ -8,14 +8,6 @@
 
 use super::*;
 
-/// The lease a process keeps across back-to-back loads.
-pub(super) struct Tenure {
-    lease: HeldLease,
-    /// Writes done under it: bounded by `MAX_TENURE_WRITES`, so a busy host
-    /// gives other hosts a turn.
-    writes: u32,
-}
-
 /// Resolves when the caller of a write no longer wants it (its client went
 /// away). Honoured only while the write waits its turn, before anything
 /// is written; once the lease is had the write runs to its end.
