@@ -82,9 +82,9 @@ def expand(path_text: str) -> list[list[str]]:
 def referenced_paths(code: str) -> list[tuple[str, list[str]]]:
     """(anchor, segments) for every `crate::…`/`super::…` path, `use` trees expanded."""
     out = []
-    for match in re.finditer(r"\b(crate|super)((?:::(?:super|" + IDENT + r"))*)(::\{)?", code):
-        anchor, tail, brace = match.group(1), match.group(2), match.group(3)
-        if not tail and not brace:
+    for match in re.finditer(r"\b(crate|super)((?:::(?:super|" + IDENT + r"))*)(::\*)?(::\{)?", code):
+        anchor, tail, glob, brace = match.groups()
+        if not tail and not glob and not brace:
             continue  # `pub(crate)`, `pub(super)`: visibility, not a path
         if brace:
             depth, i = 1, match.end()

@@ -1,0 +1,221 @@
+//! Where `omnigraph-host load` sends its batches: a graph opened in this
+//! process, or a host's HTTP API (`--server`), behind one interface that
+//! says whether a refused batch may be split, or may have been written.
+
+use omnigraph_host::error::{SIZE_BOUND_CODES, report_bound};
+use omnigraph_host::split::WorkBranch;
+use omnigraph_host::{EngineError, Graph, LoadRequest, OverwritePublish};
+use omnigraph_validate_wasm::Limits;
+
+use super::common::{Failure, operational};
+
+pub(crate) fn reqwest_client() -> reqwest::Client {
+    reqwest::Client::builder().build().expect("HTTP client")
+}
+
+pub(crate) enum Target {
+    Local(Box<Graph>),
+    Server { client: reqwest::Client, url: String, graph: String, token: Option<String> },
+}
+
+/// Why a batch was not committed, or may not have been.
+pub(crate) struct BatchRefused {
+    /// A bound of SPEC §5 that a smaller batch may fit (split and retry).
+    pub(crate) splittable: bool,
+    /// The report or the error body, as JSON, when there is one.
+    pub(crate) details: Option<serde_json::Value>,
+    /// The batch may have been committed all the same: recovery decides
+    /// (`recovery_required`), or the answer was lost (the connection broke
+    /// after the request was sent, a 5xx that is no refusal). `--resume`
+    /// then finds it in the branch's log by its batch key.
+    pub(crate) maybe_written: bool,
+    pub(crate) failure: Failure,
+}
+
+impl BatchRefused {
+    /// The failure to report; when the batch may have been committed, it
+    /// says so and how to finish (the progress bar's message is not shown
+    /// when standard error is no terminal).
+    pub(crate) fn reported(self, what: &str) -> Failure {
+        match self.failure {
+            Failure::Invalid(text) | Failure::Operational(text) if self.maybe_written => {
+                Failure::Operational(format!("{text}\n{what} may have been committed (the answer was lost, or recovery decides); nothing after it was sent. Run again with --resume: it finds it by its batch key in the branch's log and finishes exactly once"))
+            }
+            failure => failure,
+        }
+    }
+}
+
+impl From<Failure> for BatchRefused {
+    fn from(failure: Failure) -> Self {
+        BatchRefused { splittable: false, details: None, maybe_written: false, failure }
+    }
+}
+
+/// The server's answers that refuse a request before anything is written
+/// (503 and 5xx otherwise leave it open whether a write happened).
+const REFUSED_UNWRITTEN: [&str; 5] = ["graph_busy", "server_busy", "recovery_in_progress", "validator_error", "caller_gone"];
+
+impl Target {
+    fn call(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let Target::Server { client, url, graph, token } = self else { unreachable!("a server target") };
+        let call = client.request(method, format!("{url}/graphs/{graph}{path}"));
+        match token {
+            Some(token) => call.bearer_auth(token),
+            None => call,
+        }
+    }
+
+    /// Sends a request to the server; a non-2xx answer is an error with its body.
+    async fn send(call: reqwest::RequestBuilder) -> Result<serde_json::Value, BatchRefused> {
+        // A request that may have reached the server whose answer is lost.
+        let lost = |e: reqwest::Error| BatchRefused { maybe_written: !e.is_connect(), ..BatchRefused::from(operational(e)) };
+        let response = call.send().await.map_err(lost)?;
+        let status = response.status();
+        let body = response.text().await.map_err(lost)?;
+        if status.is_success() {
+            return Ok(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
+        }
+        let details: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+        let code = details.as_ref().and_then(|d| d["code"].as_str()).unwrap_or_default().to_owned();
+        let text = format!("error: HTTP {status}\n{body}");
+        let failure = match status.as_u16() {
+            409 | 413 | 422 => Failure::Invalid(text),
+            _ => Failure::Operational(text),
+        };
+        let maybe_written = code == "recovery_required" || (status.is_server_error() && !REFUSED_UNWRITTEN.contains(&code.as_str()));
+        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, maybe_written, failure })
+    }
+
+    /// The bounds the graph validates with (the server's `/rules`).
+    pub(crate) async fn limits(&self) -> Result<Limits, Failure> {
+        match self {
+            Target::Local(graph) => Ok(*graph.limits()),
+            Target::Server { .. } => {
+                let rules = Target::send(self.call(reqwest::Method::GET, "/rules")).await.map_err(|r| r.failure)?;
+                serde_json::from_value(rules["bounds"].clone()).map_err(operational)
+            }
+        }
+    }
+
+    /// Commits one batch; `batch_key` makes a retried batch recognisable.
+    pub(crate) async fn load(&self, request: LoadRequest) -> Result<(), BatchRefused> {
+        match self {
+            Target::Local(graph) => match graph.load(request).await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let (splittable, details) = match &e {
+                        EngineError::Invalid { report_json } => {
+                            let report: serde_json::Value = serde_json::from_str(report_json).unwrap_or_default();
+                            (report_bound(report_json).is_some(), Some(report))
+                        }
+                        EngineError::Rejected { conflicts, .. } => {
+                            (false, Some(serde_json::json!({ "conflicts": conflicts })))
+                        }
+                        _ => (false, None),
+                    };
+                    Err(BatchRefused { splittable, details, maybe_written: e.maybe_committed(), failure: e.into() })
+                }
+            },
+            Target::Server { .. } => {
+                let mut query = vec![("branch", request.branch.clone()), ("mode", request.mode.as_str().to_owned())];
+                if let Some(from) = &request.from {
+                    query.push(("from", from.clone()));
+                }
+                if let Some(key) = &request.batch_key {
+                    query.push(("batch_key", key.clone()));
+                }
+                let call = self
+                    .call(reqwest::Method::POST, "/load/ndjson")
+                    .query(&query)
+                    .header("content-type", "application/x-ndjson")
+                    .body(request.batch.as_ref().clone());
+                Target::send(call).await.map(drop)
+            }
+        }
+    }
+
+    /// Forks `name` from `from` with the tables of `clear` empty; the base's seq.
+    pub(crate) async fn fork(&self, name: &str, from: &str, clear: &[String]) -> Result<u64, Failure> {
+        match self {
+            Target::Local(graph) => {
+                let commit = graph.create_work_branch(name, from, clear, "cli").await?;
+                Ok(commit.parent.map_or(0, |p| p.seq))
+            }
+            Target::Server { .. } => {
+                let body = serde_json::json!({"name": name, "from": from, "clear": clear});
+                let created = Target::send(self.call(reqwest::Method::POST, "/branches").json(&body)).await.map_err(|r| r.failure)?;
+                created["base"]["seq"].as_u64().ok_or_else(|| operational("the server did not name the fork's base"))
+            }
+        }
+    }
+
+    /// Publishes a multi-batch overwrite's work branch onto `branch`.
+    pub(crate) async fn publish(&self, branch: &str, work: &WorkBranch, key: String, actor: &str) -> Result<(), BatchRefused> {
+        match self {
+            Target::Local(graph) => {
+                let publish = OverwritePublish {
+                    branch: branch.to_owned(),
+                    work: work.branch.clone(),
+                    base_seq: work.base_seq,
+                    types: work.types.clone(),
+                    actor: actor.to_owned(),
+                    batch_key: Some(key),
+                };
+                graph.publish_overwrite(publish).await.map(drop).map_err(|e| BatchRefused {
+                    maybe_written: e.maybe_committed(),
+                    ..BatchRefused::from(Failure::from(e))
+                })
+            }
+            Target::Server { .. } => {
+                let body = serde_json::json!({
+                    "branch": branch, "from": work.branch, "base_seq": work.base_seq, "types": work.types, "batch_key": key,
+                });
+                Target::send(self.call(reqwest::Method::POST, "/overwrite").json(&body)).await.map(drop)
+            }
+        }
+    }
+
+    /// After a split run of `commits` loads on a local root, once: the
+    /// maintenance a server would have done in the background meanwhile
+    /// (bounded steps, each its own `maintain` commit, at most a few per
+    /// batch the run committed), so the next load's checks use indexes and
+    /// few fragments. Never between a run's batches: a file's commits come
+    /// one after another. A one-batch file adds what one load adds, and is
+    /// left, like any load, to a server or `optimize`. A server target
+    /// maintains itself.
+    pub(crate) async fn maintain_after(&self, commits: u64) {
+        let Target::Local(graph) = self else { return };
+        let steps = omnigraph_host::limits::MAINTENANCE_STEPS_PER_BATCH.saturating_mul(commits as usize);
+        for _ in 0..steps {
+            match graph.maintain_step().await {
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    eprintln!("maintenance skipped ({e}); `omnigraph-host optimize` catches up");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The batch keys already committed on `branch` (none if it does not exist).
+    pub(crate) async fn committed_keys(&self, branch: &str) -> Result<Vec<String>, Failure> {
+        let commits: Vec<serde_json::Value> = match self {
+            Target::Local(graph) => match graph.log(branch).await {
+                Ok(log) => log.iter().map(|c| serde_json::to_value(c).expect("serializes")).collect(),
+                Err(EngineError::BranchNotFound(_)) => Vec::new(),
+                Err(e) => return Err(e.into()),
+            },
+            Target::Server { .. } => {
+                let call = self.call(reqwest::Method::GET, "/commits").query(&[("branch", branch)]);
+                match Target::send(call).await {
+                    Ok(body) => body["commits"].as_array().cloned().unwrap_or_default(),
+                    Err(BatchRefused { details: Some(d), .. }) if d["code"] == "branch_not_found" => Vec::new(),
+                    Err(refused) => return Err(refused.failure),
+                }
+            }
+        };
+        Ok(commits.iter().filter_map(|c| c["batch_key"].as_str().map(str::to_owned)).collect())
+    }
+}
