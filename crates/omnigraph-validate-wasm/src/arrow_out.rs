@@ -12,55 +12,13 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{ArrowError, DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
+use arrow_schema::ArrowError;
 
+use crate::layout::arrow_schema;
 use crate::record::Rows;
-use crate::rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 use crate::report::TableKind;
 use crate::schema::{TypeDef, ValueType};
 use crate::value::Val;
-
-/// Field metadata that makes Lance store a LargeBinary column as blobs.
-pub const LANCE_BLOB_METADATA: (&str, &str) = ("lance-encoding:blob", "true");
-
-pub fn arrow_type(ty: &ValueType) -> DataType {
-    match ty {
-        ValueType::String | ValueType::Enum(_) => DataType::Utf8,
-        ValueType::Bool => DataType::Boolean,
-        ValueType::I32 => DataType::Int32,
-        ValueType::I64 => DataType::Int64,
-        ValueType::U32 => DataType::UInt32,
-        ValueType::U64 => DataType::UInt64,
-        ValueType::F32 => DataType::Float32,
-        ValueType::F64 => DataType::Float64,
-        ValueType::Date => DataType::Date32,
-        ValueType::DateTime => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-        ValueType::Blob => DataType::LargeBinary,
-        ValueType::Vector(n) => {
-            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), *n as i32)
-        }
-        ValueType::List(item) => DataType::List(Arc::new(Field::new("item", arrow_type(item), true))),
-    }
-}
-
-/// The Arrow schema of a table as the validator emits it: `_id` (nullable:
-/// null means "the host generates a ULID"), `_src`/`_dst` for edges, then
-/// the declared properties in catalog order.
-pub fn arrow_schema(def: &TypeDef) -> SchemaRef {
-    let mut fields = vec![Field::new(ID_COLUMN, DataType::Utf8, true)];
-    if def.kind == TableKind::Edge {
-        fields.push(Field::new(SRC_COLUMN, DataType::Utf8, false));
-        fields.push(Field::new(DST_COLUMN, DataType::Utf8, false));
-    }
-    for p in &def.props {
-        let mut field = Field::new(&p.name, arrow_type(&p.ty), p.nullable);
-        if p.ty == ValueType::Blob {
-            field = field.with_metadata([(LANCE_BLOB_METADATA.0.into(), LANCE_BLOB_METADATA.1.into())].into());
-        }
-        fields.push(field);
-    }
-    Arc::new(ArrowSchema::new(fields))
-}
 
 /// A string column, its buffers sized once (a count of the lengths first,
 /// instead of growing and copying them as they fill).

@@ -13,10 +13,67 @@ use arrow_data::ArrayData;
 use arrow_schema::DataType;
 
 #[cfg(feature = "arrow")]
-use crate::arrow_out::arrow_type;
-use crate::rows::Out;
+use crate::layout::arrow_type;
+use crate::layout::fixed_width;
 use crate::schema::{TypeDef, ValueType};
 use crate::value::Val;
+
+/// Appends the parts of the encoding to `bytes`, each 8-byte aligned
+/// relative to `start`, where the encoding begins (whatever `bytes` held
+/// before it, such as the artifact's result header, is left as it is).
+pub(crate) struct Out<'o> {
+    bytes: &'o mut Vec<u8>,
+    start: usize,
+}
+
+impl Out<'_> {
+    /// Appends to `bytes`, the encoding starting where `bytes` ends now.
+    pub(crate) fn new(bytes: &mut Vec<u8>) -> Out<'_> {
+        Out { start: bytes.len(), bytes }
+    }
+
+    pub(crate) fn pair(&mut self, a: usize, b: usize) {
+        self.bytes.extend_from_slice(&(a as u32).to_le_bytes());
+        self.bytes.extend_from_slice(&(b as u32).to_le_bytes());
+    }
+
+    /// A buffer: its length as a `u64`, what `write` appends, zero padding.
+    pub(crate) fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&[0; 8]);
+        write(self.bytes);
+        let len = (self.bytes.len() - at - 8) as u64;
+        self.bytes[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        let padded = self.start + (self.bytes.len() - self.start).next_multiple_of(8);
+        self.bytes.resize(padded, 0);
+    }
+
+    /// A validity bitmap, or an empty buffer when no value is null.
+    pub(crate) fn validity(&mut self, valid: &Bits) {
+        self.buffer(|out| out.extend_from_slice(valid.validity().unwrap_or_default()));
+    }
+
+    /// The validity buffer of a column that has no nulls.
+    pub(crate) fn no_nulls(&mut self) {
+        self.buffer(|_| {});
+    }
+
+    /// Offsets (`i32`, or `i64` when `wide`) and data of variable-width values.
+    pub(crate) fn variable<'v>(&mut self, wide: bool, values: impl Iterator<Item = &'v [u8]> + Clone) {
+        let mut end = 0;
+        self.buffer(|out| {
+            push_offset(out, wide, 0);
+            for v in values.clone() {
+                end += v.len();
+                push_offset(out, wide, end);
+            }
+        });
+        self.buffer(|out| {
+            out.reserve(end);
+            values.for_each(|v| out.extend_from_slice(v));
+        });
+    }
+}
 
 /// An Arrow bitmap being written, least significant bit first.
 #[derive(Debug, Default)]
@@ -87,7 +144,7 @@ impl Payload {
             ValueType::Blob => Payload::Variable { wide: true, offsets: 0i64.to_le_bytes().to_vec(), data: Vec::new() },
             ValueType::Bool => Payload::Bool(Bits::default()),
             ValueType::List(item) => Payload::List { offsets: 0i32.to_le_bytes().to_vec(), len: 0, items: Box::new(Payload::new(item)) },
-            fixed => Payload::Fixed { width: crate::rows::fixed_width(fixed) as usize, bytes: Vec::new() },
+            fixed => Payload::Fixed { width: fixed_width(fixed) as usize, bytes: Vec::new() },
         }
     }
 

@@ -15,16 +15,16 @@
 //! member-name sets and has no error paths. The row's values, id and
 //! constraints go through the explainer's own code (`value::`,
 //! `record::canonical_id`, `record::meets_constraints`); its Arrow bytes
-//! are summed as values are read (`rows::data_bytes`, as `ReadRow::new` sums
+//! are summed as values are read (`layout::data_bytes`, as `ReadRow::new` sums
 //! them).
 
 use std::borrow::Cow;
 
 use crate::json::{NumLit, scan_plain_ascii};
+use crate::layout::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::limits::Limits;
 use crate::record::{ReadRow, canonical_id, meets_constraints};
 use crate::report::TableKind;
-use crate::rows::{data_bytes, envelope_bytes, fixed_bytes, value_bytes};
 use crate::schema::{PropDef, Schema, TypeDef, ValueType};
 use crate::words::{digit_run, same_bytes, starts_with, word};
 use crate::value::{
@@ -286,7 +286,7 @@ struct Scan<'a> {
     /// The depth limit: deeper, the line is the explainer's.
     max_depth: u64,
     structure: u64,
-    /// The Arrow data bytes of the values read (`rows::data_bytes`).
+    /// The Arrow data bytes of the values read (`layout::data_bytes`).
     data_bytes: u64,
     depth: u64,
     /// Build blobs, vectors and lists (else only measure them).

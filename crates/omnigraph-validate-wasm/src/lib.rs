@@ -333,6 +333,7 @@ mod columns;
 mod fast;
 mod float;
 mod json;
+mod layout;
 pub mod limits;
 mod options;
 mod record;
@@ -347,8 +348,8 @@ mod words;
 mod js;
 
 #[cfg(feature = "arrow")]
-pub use arrow_out::{LANCE_BLOB_METADATA, arrow_schema, arrow_type};
-pub use rows::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
+pub use layout::{LANCE_BLOB_METADATA, arrow_schema, arrow_type};
+pub use layout::{DST_COLUMN, ID_COLUMN, SRC_COLUMN};
 pub use limits::Limits;
 pub use options::{Mode, Options, OptionsError};
 pub use report::{

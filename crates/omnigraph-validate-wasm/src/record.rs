@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use crate::columns::Columns;
 use crate::json::{Cursor, JsonError, KeySet, Kind, pointer_segment};
+use crate::layout::row_arrow_bytes;
 use crate::report::{ErrorCode, ErrorSink, Position, TableKind, echo};
-use crate::rows::row_arrow_bytes;
 use crate::schema::{Bound, RangeRule, Schema, TypeDef, UniqueMember, is_reserved};
 use crate::suggest::hint;
 use crate::value::{Val, decode, key_text, render_key};

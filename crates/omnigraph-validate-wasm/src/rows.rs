@@ -1,22 +1,23 @@
 //! Canonical rows: what an accepted batch becomes for the host. The wasm
 //! artifact returns them from `og_prepare` as Arrow's column buffers
 //! ([`encode_into`]); hosts wrap those into arrays ([`decode`]) with no Arrow
-//! code in the artifact (it stays small). The bounds `table_bytes_limit` and
-//! `keyed_parse_bytes` count their sizes, estimated here. More in lib.rs.
+//! code in the artifact (it stays small). The bound `keyed_parse_bytes`
+//! counts a row's share here; its Arrow bytes are `layout.rs`'s. More in lib.rs.
 
 #[cfg(feature = "arrow")]
 use arrow_array::{RecordBatch, make_array};
 #[cfg(feature = "arrow")]
 use arrow_schema::DataType;
 
+use crate::columns::Out;
 #[cfg(feature = "arrow")]
-use crate::arrow_out::arrow_schema;
-use crate::columns::{Bits, push_offset};
+use crate::layout::arrow_schema;
 use crate::limits::KEYED_ENTRY_OVERHEAD_BYTES;
 use crate::record::{Row, Rows};
 use crate::report::TableKind;
-use crate::schema::{Schema, TypeDef, ValueType};
-use crate::value::Val;
+use crate::schema::Schema;
+#[cfg(feature = "arrow")]
+use crate::schema::TypeDef;
 #[cfg(feature = "arrow")]
 use crate::words::half;
 
@@ -32,65 +33,6 @@ impl std::fmt::Display for MalformedBuffer {
 
 impl std::error::Error for MalformedBuffer {}
 
-/// Column names of the envelope (SPEC §4.1).
-pub const ID_COLUMN: &str = "_id";
-pub const SRC_COLUMN: &str = "_src";
-pub const DST_COLUMN: &str = "_dst";
-
-pub(crate) fn fixed_width(ty: &ValueType) -> u64 {
-    match ty {
-        ValueType::Bool => 1,
-        ValueType::I32 | ValueType::U32 | ValueType::F32 | ValueType::Date => 4,
-        ValueType::I64 | ValueType::U64 | ValueType::F64 | ValueType::DateTime => 8,
-        ValueType::Vector(n) => 4 * *n as u64,
-        // Offsets of variable-width columns.
-        ValueType::String | ValueType::Enum(_) | ValueType::List(_) => 4,
-        ValueType::Blob => 8,
-    }
-}
-
-/// A value's Arrow data bytes beyond its type's fixed width (strings,
-/// blobs, list items); zero for nulls.
-#[inline]
-pub(crate) fn data_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
-    match (ty, v) {
-        (_, Val::Str(s)) => s.len() as u64,
-        (_, Val::Sized(data)) => *data,
-        (_, Val::Blob(b)) => b.len() as u64,
-        (ValueType::List(item), Val::List(items)) => list_bytes(item, items),
-        _ => 0,
-    }
-}
-
-fn list_bytes(item: &ValueType, items: &[Val<'_>]) -> u64 {
-    items.iter().map(|i| value_bytes(item, i)).sum()
-}
-
-pub(crate) fn value_bytes(ty: &ValueType, v: &Val<'_>) -> u64 {
-    fixed_width(ty) + data_bytes(ty, v)
-}
-
-/// The Arrow bytes of a row of `def` that do not depend on its values.
-pub(crate) fn fixed_bytes(def: &TypeDef) -> u64 {
-    def.props.iter().map(|p| fixed_width(&p.ty)).sum()
-}
-
-/// The Arrow bytes of a row's envelope columns (`_id`, `_src`, `_dst`).
-pub(crate) fn envelope_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str) -> u64 {
-    let mut n = 4 + id.map_or(0, |id| id.len() as u64);
-    if def.kind == TableKind::Edge {
-        n += 8 + src.len() as u64 + dst.len() as u64;
-    }
-    n
-}
-
-/// The Arrow bytes one row adds to its table: value and offset buffers
-/// (validity bitmaps excluded). The bound `table_bytes_limit` counts these.
-pub fn row_arrow_bytes(def: &TypeDef, id: Option<&str>, src: &str, dst: &str, values: &[Val<'_>]) -> u64 {
-    let data: u64 = def.props.iter().zip(values).map(|(p, v)| data_bytes(&p.ty, v)).sum();
-    envelope_bytes(def, id, src, dst) + fixed_bytes(def) + data
-}
-
 /// One row's share of the keyed parse estimate (see
 /// [`crate::Limits::max_keyed_parse_bytes`]): its Arrow bytes, its identity's
 /// UTF-8 length and one map entry.
@@ -98,58 +40,6 @@ pub fn keyed_parse_bytes(row: &Row<'_>) -> u64 {
     row.arrow_bytes + row.id.as_ref().map_or(0, |id| id.len() as u64) + KEYED_ENTRY_OVERHEAD_BYTES
 }
 
-
-/// Appends the parts of the encoding to `bytes`, each 8-byte aligned
-/// relative to `start`, where the encoding begins (whatever `bytes` held
-/// before it, such as the artifact's result header, is left as it is).
-pub(crate) struct Out<'o> {
-    bytes: &'o mut Vec<u8>,
-    start: usize,
-}
-
-impl Out<'_> {
-    fn pair(&mut self, a: usize, b: usize) {
-        self.bytes.extend_from_slice(&(a as u32).to_le_bytes());
-        self.bytes.extend_from_slice(&(b as u32).to_le_bytes());
-    }
-
-    /// A buffer: its length as a `u64`, what `write` appends, zero padding.
-    pub(crate) fn buffer(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let at = self.bytes.len();
-        self.bytes.extend_from_slice(&[0; 8]);
-        write(self.bytes);
-        let len = (self.bytes.len() - at - 8) as u64;
-        self.bytes[at..at + 8].copy_from_slice(&len.to_le_bytes());
-        let padded = self.start + (self.bytes.len() - self.start).next_multiple_of(8);
-        self.bytes.resize(padded, 0);
-    }
-
-    /// A validity bitmap, or an empty buffer when no value is null.
-    pub(crate) fn validity(&mut self, valid: &Bits) {
-        self.buffer(|out| out.extend_from_slice(valid.validity().unwrap_or_default()));
-    }
-
-    /// The validity buffer of a column that has no nulls.
-    pub(crate) fn no_nulls(&mut self) {
-        self.buffer(|_| {});
-    }
-
-    /// Offsets (`i32`, or `i64` when `wide`) and data of variable-width values.
-    fn variable<'v>(&mut self, wide: bool, values: impl Iterator<Item = &'v [u8]> + Clone) {
-        let mut end = 0;
-        self.buffer(|out| {
-            push_offset(out, wide, 0);
-            for v in values.clone() {
-                end += v.len();
-                push_offset(out, wide, end);
-            }
-        });
-        self.buffer(|out| {
-            out.reserve(end);
-            values.for_each(|v| out.extend_from_slice(v));
-        });
-    }
-}
 
 /// Encodes the rows of every touched table (rows that wrote their columns,
 /// `Keep::Columns`) as Arrow columns: what the host wraps into arrays without reading a
@@ -173,7 +63,7 @@ pub fn encode_into(schema: &Schema, tables: &[Rows<'_>], bytes: &mut Vec<u8>) {
     // Exact: `reserve` would double a buffer that already holds a large
     // report (every external reference listed) instead of adding the rows.
     bytes.reserve_exact(encoded_capacity(schema, tables));
-    let mut out = Out { start: bytes.len(), bytes };
+    let mut out = Out::new(bytes);
     out.pair(tables.iter().filter(|rows| !rows.is_empty()).count(), 0);
     for ((t, rows), def) in tables.iter().enumerate().zip(&schema.types).filter(|((_, rows), _)| !rows.is_empty()) {
         out.pair(t, rows.len());
