@@ -38,7 +38,7 @@ def modules_of(src: Path) -> dict[tuple[str, ...], Path]:
 
 def without_tests(text: str) -> str:
     """The file without its `#[cfg(test)] mod …` block (tests may use anything)."""
-    match = re.search(r"#\[cfg\(test\)\]\s*(pub\s+)?mod\s+" + IDENT + r"\s*\{", text)
+    match = re.search(r"#\[cfg\((?:test|all\(test\b[^\]]*\))\)\]\s*(pub\s+)?mod\s+" + IDENT + r"\s*\{", text)
     if not match:
         return text
     depth = 0

@@ -26,6 +26,9 @@ if [ -n "$(git status --porcelain -- web/pkg 2>/dev/null)" ]; then
   echo "warning: web/pkg changed; commit it with the source change that caused it" >&2
 fi
 
+echo "== no import cycles between the modules of any crate"
+python3 scripts/module-cycles.py crates/omnigraph-validate-wasm crates/omnigraph-host crates/omnigraph-fuzz-harness
+
 echo "== clippy, warnings denied: the validator (native and wasm32) and the fuzz harness (their dependencies are light; the host's Lance would add minutes to a fresh run)"
 cargo clippy --locked -q -p omnigraph-validate-wasm -p omnigraph-fuzz-harness --all-targets --all-features -- -D warnings
 cargo clippy --locked -q -p omnigraph-validate-wasm --target wasm32-unknown-unknown --lib -- -D warnings
