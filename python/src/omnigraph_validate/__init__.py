@@ -2,7 +2,7 @@
 
 Runs the one validator artifact, the same ``validate_bg.wasm`` bytes that
 browsers, Node and the commit host run, in wasmtime through the module's
-plain ABI v2, so a batch gets the byte-identical report (SPEC §3) here too::
+plain ABI v4, so a batch gets the byte-identical report (SPEC §3) here too::
 
     import omnigraph_validate as og
     schema = og.compile_schema(open("samples/people.pg").read())
