@@ -54,7 +54,7 @@ printf '%s\n' '{"type":"Person","data":{"name":"Ada","age":37}}' '{"type":"Perso
 "$host" load --root "$graph_dir/g" "$graph_dir/more.ndjson" >/dev/null
 "$host" load --root "$graph_dir/g" --branch side --from main "$graph_dir/more.ndjson" >/dev/null
 "$host" load --root "$graph_dir/g" --branch side --mode overwrite samples/people.ndjson >/dev/null
-"${OMNIGRAPH_PYVENV:-$HOME/.cache/omnigraph-ingest/pyvenv}/bin/python" tests/python/read_graph.py "$host" "$graph_dir/g" main side
+"$PYVENV/bin/python" tests/python/read_graph.py "$host" "$graph_dir/g" main side
 
 echo "== web: node and chromium parity, the page end to end, the splitter, the gateway in workerd, deno and node (node --test)"
 (cd web && node --test test/*.test.mjs)
