@@ -36,6 +36,8 @@
 //!
 //! The upload page follows the same flow with the same bounds and keys
 //! (web/split.js, web/worker.js).
+//!
+//! Over 600 lines only with its unit tests (the splitter is about 550).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};

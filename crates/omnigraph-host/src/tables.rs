@@ -4,6 +4,11 @@
 //! replaced rows found by the key runs or the `_id` index, one Lance
 //! `Update`), lookups by indexed column, and the maintenance jobs that keep
 //! its scalar indexes current.
+//!
+//! One file of about 880 lines of code: staging and the maintenance jobs
+//! share the helpers that read and write deletion vectors and key runs
+//! (`deleted_rows`, `write_deletions`), private to this module so that no other
+//! code writes a deletion vector.
 
 use std::collections::HashMap;
 use std::sync::Arc;

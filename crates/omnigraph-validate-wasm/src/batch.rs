@@ -1,5 +1,7 @@
 //! The batch: framing (SPEC §2.1, §2.6) of strict lines or a compat stream;
 //! each accepted row goes to the batch checks (`checks`, SPEC §2.5). See lib.rs.
+//!
+//! Over 600 lines only with its unit tests (the framing code is about 550).
 
 use bumpalo::Bump;
 use memchr::memchr;

@@ -25,6 +25,11 @@
 //! bound exceeded, a dangling endpoint) it gives up instead, and the batch is
 //! run again by a pass that keeps them (`batch::run`). It counts on past a
 //! merge's fold ([`Accepted::settle_waiting`]). More in lib.rs.
+//!
+//! One file of about 800 lines: every check is fed by the same
+//! `Accepted::push` and settled by the same grouping, and a fold or a
+//! duplicate changes what `@unique`, `@card` and the bounds count, so the
+//! checks are one state machine, not separable passes.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -4,6 +4,9 @@
 //! decode straight into typed values. It counts structural tokens and depth as
 //! it goes, so a hostile line is refused before it costs more than a scan.
 //! Strings borrow from the input unless they contain escapes. More in lib.rs.
+//!
+//! Over 600 lines only with its unit tests: the tokenizer is one loop over
+//! the input, its states in one place.
 
 use std::borrow::Cow;
 

@@ -1,5 +1,9 @@
 //! One record: the envelope (SPEC §2.2), its typed `data`, per-value
 //! constraints (`@range`, `@check`) and identity (SPEC §2.3). More in lib.rs.
+//!
+//! One file of about 880 lines of code: it is the explainer, the single source
+//! of every diagnostic a line can get, and the envelope, the typed data and
+//! the constraints are one reading of the line that `differential` pins whole.
 
 use std::borrow::Cow;
 

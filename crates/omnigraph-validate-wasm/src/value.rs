@@ -1,5 +1,9 @@
 //! Typed values (SPEC §1.3): strict decoding from JSON, canonical rendering
 //! (SPEC §2.4), and the calendar arithmetic both need. More in lib.rs.
+//!
+//! One file of about 750 lines of code: each type's strict decoding sits
+//! beside its canonical rendering (they must agree, SPEC §2.4), with the
+//! calendar arithmetic both use.
 
 use std::borrow::Cow;
 
