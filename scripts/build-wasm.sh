@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the validator artifact: the crate for wasm32-unknown-unknown
 # (without the `arrow` feature: hosts build Arrow natively), run
-# through wasm-bindgen by wasm-pack into the npm package @omnigraph/validate
-# (web/pkg/web and web/pkg/nodejs). Both targets ship the same .wasm bytes;
+# through wasm-bindgen into the npm package @omnigraph/validate
+# (web/pkg/web and web/pkg/nodejs). These are the commands wasm-pack ran
+# (`--mode no-install`), without wasm-pack: compiling it from source cost a
+# fresh machine 1 min 37 s of its test run. No wasm-opt: Debian's binaryen
+# miscompiles wasm-bindgen output (and docs/lab/2026-12-06-wasm-opt.md). Both targets ship the same .wasm bytes;
 # the host embeds that file. Installs what is missing, idempotently, and
 # prints the artifact's SHA-256.
 set -euo pipefail
@@ -18,10 +21,6 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WBG_VERSION
   echo "build-wasm: installing wasm-bindgen-cli $WBG_VERSION"
   cargo install wasm-bindgen-cli --version "$WBG_VERSION" --force
 fi
-if ! command -v wasm-pack >/dev/null; then
-  echo "build-wasm: installing wasm-pack"
-  cargo install wasm-pack --locked
-fi
 
 # Identical bytes on every machine: no absolute paths in the module. The
 # linker drops the name section (debug info); the profile `wasm` adds LTO;
@@ -31,16 +30,14 @@ CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
 export RUSTFLAGS="--remap-path-prefix=$CARGO_HOME_DIR=cargo-home --remap-path-prefix=$ROOT=omnigraph --remap-path-prefix=$CARGO_TARGET_DIR=target -C link-arg=--strip-debug -C target-feature=+simd128"
 
 VERSION=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+cargo build --quiet --locked -p omnigraph-validate-wasm --lib --profile wasm --target wasm32-unknown-unknown --no-default-features
 for target in web nodejs; do
-  wasm-pack --quiet build crates/omnigraph-validate-wasm --profile wasm --mode no-install \
-    --target "$target" --out-dir "$ROOT/web/pkg/$target" --out-name validate --no-pack \
-    -- --locked --no-default-features >/dev/null
-  # Publish as @omnigraph/validate; keep the package in git (wasm-pack ignores it).
+  wasm-bindgen "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/omnigraph_validate_wasm.wasm" \
+    --out-dir "$ROOT/web/pkg/$target" --typescript --target "$target" --out-name validate
+  # Publish as @omnigraph/validate.
   python3 - "$ROOT/web/pkg/$target" "$VERSION" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
-(out / ".gitignore").unlink(missing_ok=True)
-(out / "README.md").unlink(missing_ok=True)
 pkg = {
     "name": "@omnigraph/validate",
     "version": sys.argv[2],

@@ -4,8 +4,8 @@
 # Chromium (browser tests), the web/ node packages (playwright-core, and the
 # workerd and deno runtimes of the gateway tests) and a Python venv with
 # pylance (the external-reader test) and moto[server] (the local
-# S3-compatible server of the S3 suite). scripts/build-wasm.sh adds wasm-bindgen
-# and wasm-pack.
+# S3-compatible server of the S3 suite). scripts/build-wasm.sh adds the
+# wasm-bindgen CLI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

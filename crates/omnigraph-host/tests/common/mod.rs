@@ -65,14 +65,23 @@ pub fn on_s3() -> bool {
     }
 }
 
-/// The seeds a seeded property test runs: every one on a local directory;
-/// on S3 only the first, where each store call is an HTTP exchange with
-/// moto and a seed of the cleanup property took ~90 s of a fresh machine's
-/// test run. `OMNIGRAPH_TEST_FULL=1` runs every seed on S3 too
-/// (`scripts/test-full.sh`).
+/// Whether a randomized test runs its trimmed count: on S3, where each
+/// store call is an HTTP exchange with moto, unless `OMNIGRAPH_TEST_FULL=1`
+/// (`scripts/test-full.sh`), so that a fresh machine's test run stays short.
+fn trimmed() -> bool {
+    on_s3() && !std::env::var("OMNIGRAPH_TEST_FULL").is_ok_and(|v| v == "1")
+}
+
+/// The seeds a seeded property test runs: every one, or only the first when
+/// trimmed (a seed of the cleanup property took ~90 s on S3).
 pub fn property_seeds(seeds: &[u64]) -> &[u64] {
-    let full = std::env::var("OMNIGRAPH_TEST_FULL").is_ok_and(|v| v == "1");
-    if on_s3() && !full { &seeds[..1] } else { seeds }
+    if trimmed() { &seeds[..1] } else { seeds }
+}
+
+/// How many runs a randomized fault test makes: `full`, or `trimmed` when
+/// trimmed (20 kills on S3 took 122 s of a fresh machine's test run).
+pub fn fault_runs(full: usize, trimmed_runs: usize) -> usize {
+    if trimmed() { trimmed_runs } else { full }
 }
 
 /// A fresh, empty place for graphs.
