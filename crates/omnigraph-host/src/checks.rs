@@ -1,8 +1,13 @@
 //! The stateful checks (SPEC §4.5): what the validator cannot know without
 //! stored data, run against the tables pinned by the branch head. Every
-//! lookup is by an indexed column and bounded by the batch, except that an
-//! `overwrite` streams the ids of the tables it replaces (keeping only the
-//! removed ones, under the removed-id allowance of SPEC §5). Every conflict
+//! lookup is bounded by the batch, except that an `overwrite` streams the ids
+//! of the tables it replaces (keeping only the removed ones, under the
+//! removed-id allowance of SPEC §5). Lookups of stored `_id`s (append's,
+//! merge counts, external references, an overwrite's kept ids) find rows as
+//! merges do, through the key runs (`tables::stored_ids`); those of
+//! `@unique`, `@card` and stranded edges are still Lance scans with an `IN`
+//! list (`tables::lookup`), which cost what the pages the values fall in
+//! cost. A table with no fragment is never scanned. Every conflict
 //! a batch row causes names that row's line; `@unique` tuples are compared
 //! as Arrow scalars. `ExternalRefs`: the report's `external_refs` read once
 //! (other members skipped), type names as type indices, ids in one buffer
@@ -25,6 +30,7 @@ use crate::error::{Conflict, EngineError};
 use omnigraph_validate_wasm::limits::REMOVED_ID_OVERHEAD_BYTES;
 use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
+use crate::keys::KeyRuns;
 use crate::tables;
 
 /// The edge endpoints the validator could not resolve inside the batch
@@ -259,6 +265,7 @@ pub async fn removal(
     by: &Replacement<'_>,
     keep_gone: bool,
     allowance: &mut RemovedIdAllowance,
+    key_runs: &KeyRuns,
 ) -> Result<Removal, EngineError> {
     let mut scan = ds.scan();
     scan.project(&[ID_COLUMN])?;
@@ -269,7 +276,10 @@ pub async fn removal(
         // indexed probe per scanned chunk.
         let found = match by {
             Replacement::Batch(_) => BTreeSet::new(),
-            Replacement::Table(table) => stored_ids(table, tables::strings(batch.column(0))).await?,
+            Replacement::Table(table) => {
+                let ids: Vec<&str> = tables::strings(batch.column(0)).collect();
+                tables::stored_ids(table, &ids, key_runs).await?
+            }
         };
         for id in tables::strings(batch.column(0)) {
             let kept = match by {
@@ -294,12 +304,14 @@ pub struct Snapshot<'g> {
     root: &'g GraphRoot,
     schema: &'g Schema,
     pins: &'g BTreeMap<String, TablePin>,
+    /// The engine's lookups of stored `_id`s (src/keys.rs).
+    key_runs: &'g KeyRuns,
     open: HashMap<usize, Dataset>,
 }
 
 impl<'g> Snapshot<'g> {
-    pub fn new(root: &'g GraphRoot, schema: &'g Schema, pins: &'g BTreeMap<String, TablePin>) -> Self {
-        Snapshot { root, schema, pins, open: HashMap::new() }
+    pub fn new(root: &'g GraphRoot, schema: &'g Schema, pins: &'g BTreeMap<String, TablePin>, key_runs: &'g KeyRuns) -> Self {
+        Snapshot { root, schema, pins, key_runs, open: HashMap::new() }
     }
 
     pub async fn table(&mut self, t: usize) -> Result<&Dataset, EngineError> {
@@ -344,11 +356,6 @@ fn string_scalars<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<ScalarVa
 }
 
 /// Which of `ids` the table holds (an indexed lookup on `_id`).
-async fn stored_ids<'a>(ds: &Dataset, ids: impl IntoIterator<Item = &'a str>) -> Result<BTreeSet<String>, EngineError> {
-    let found = tables::lookup(ds, ID_COLUMN, string_scalars(ids), &[ID_COLUMN]).await?;
-    Ok(found.iter().flat_map(|b| tables::strings(b.column(0)).map(str::to_owned).collect::<Vec<_>>()).collect())
-}
-
 fn conflict(code: &'static str, def: &TypeDef, id: &str, line: Option<u64>, message: String) -> Conflict {
     Conflict { code, type_name: def.name.clone(), id: id.to_owned(), line, message }
 }
@@ -366,7 +373,7 @@ pub async fn run(
     count_merges: bool,
     removed_id_limit: u64,
 ) -> Result<CheckOutcome, EngineError> {
-    let schema = snapshot.schema;
+    let (schema, key_runs) = (snapshot.schema, snapshot.key_runs);
     let overwritten: HashSet<usize> =
         if mode == Mode::Overwrite { touched.iter().map(|table| table.t).collect() } else { HashSet::new() };
     let mut conflicts = Vec::new();
@@ -382,7 +389,7 @@ pub async fn run(
         let ds = snapshot.table(table.t).await?;
         if mode == Mode::Overwrite {
             let keep_gone = def.kind == TableKind::Node;
-            let r = removal(ds, &Replacement::Batch(&batch_ids), keep_gone, &mut allowance).await?;
+            let r = removal(ds, &Replacement::Batch(&batch_ids), keep_gone, &mut allowance, key_runs).await?;
             counts.insert(def.name.clone(), TableCounts { inserted: rows - r.kept, updated: r.kept, removed: r.removed });
             if !r.gone.is_empty() {
                 removed.push((table.t, r.gone));
@@ -390,7 +397,8 @@ pub async fn run(
             continue;
         }
         if mode == Mode::Append || count_merges {
-            let existing = stored_ids(ds, batch_ids.iter().copied()).await?;
+            let ids: Vec<&str> = batch_ids.iter().copied().collect();
+            let existing = tables::stored_ids(ds, &ids, key_runs).await?;
             if mode == Mode::Append {
                 let lines = table.lines_by_id();
                 for id in &existing {
@@ -582,7 +590,9 @@ async fn check_external_refs(
             BTreeSet::new()
         } else {
             let wanted: BTreeSet<&str> = of_type.iter().map(|r| refs.id(r)).collect();
-            stored_ids(snapshot.table(t).await?, wanted).await?
+            let wanted: Vec<&str> = wanted.into_iter().collect();
+            let key_runs = snapshot.key_runs;
+            tables::stored_ids(snapshot.table(t).await?, &wanted, key_runs).await?
         };
         for r in of_type.into_iter().filter(|r| !stored.contains(refs.id(r))) {
             let (edge, id) = (&schema.types[r.edge].name, refs.id(r));

@@ -100,7 +100,7 @@ impl Graph {
         check_branch_name(&req.branch)?;
         let validated = self.validate(req).await?;
         let (base, _) = self.load_base(&req.branch, req.from.as_deref(), false).await?;
-        let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
+        let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables, &self.key_runs);
         let removed_id_limit = self.config.limits.max_removed_id_bytes;
         let outcome =
             checks::run(&mut snapshot, req.mode, &validated.tables, &validated.external_refs, true, removed_id_limit).await?;
@@ -200,7 +200,7 @@ impl Graph {
             }
             let started = Instant::now();
             fail_point!("checking");
-            let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables);
+            let mut snapshot = Snapshot::new(&self.root, &self.schema, &base.tables, &self.key_runs);
             let removed_id_limit = self.config.limits.max_removed_id_bytes;
             let outcome = checks::run(
                 &mut snapshot,

@@ -230,7 +230,7 @@ impl Graph {
         work: &Commit,
         types: &[usize],
     ) -> Result<BTreeMap<String, TableCounts>, EngineError> {
-        let mut snapshot = Snapshot::new(&self.root, &self.schema, &head.tables);
+        let mut snapshot = Snapshot::new(&self.root, &self.schema, &head.tables, &self.key_runs);
         let mut allowance = RemovedIdAllowance::new(self.config.limits.max_removed_id_bytes);
         let mut counts = BTreeMap::new();
         let mut removed = Vec::new();
@@ -244,6 +244,7 @@ impl Graph {
                 &Replacement::Table(&new_rows),
                 keep_gone,
                 &mut allowance,
+                &self.key_runs,
             )
             .await?;
             let rows = new_rows.count_rows(None).await? as u64;
