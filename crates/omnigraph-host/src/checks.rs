@@ -384,7 +384,9 @@ pub async fn run(
     for table in touched {
         let def = &schema.types[table.t];
         let batch = &table.rows;
-        let batch_ids: HashSet<&str> = ids(batch).into_iter().collect();
+        // Distinct: the validator folds or refuses a batch's duplicate ids.
+        let batch_id_list = ids(batch);
+        let batch_ids: HashSet<&str> = batch_id_list.iter().copied().collect();
         let rows = batch.num_rows() as u64;
         let ds = snapshot.table(table.t).await?;
         if mode == Mode::Overwrite {
@@ -397,8 +399,7 @@ pub async fn run(
             continue;
         }
         if mode == Mode::Append || count_merges {
-            let ids: Vec<&str> = batch_ids.iter().copied().collect();
-            let existing = tables::stored_ids(ds, &ids, key_runs).await?;
+            let existing = tables::stored_ids(ds, &batch_id_list, key_runs).await?;
             if mode == Mode::Append {
                 let lines = table.lines_by_id();
                 for id in &existing {
