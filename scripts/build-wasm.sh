@@ -15,11 +15,14 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/targe
 scripts/setup.sh
 
 # wasm-bindgen-cli must be exactly the version in Cargo.lock; it is installed
-# without --locked (its own lockfile pins crates this registry may lack).
+# without --locked (its own lockfile pins crates this registry may lack), and
+# unoptimised: it compiles in 51 s instead of 2 min on a fresh machine, and
+# writes the same bytes in under a second (scripts/test.sh compares web/pkg
+# with the committed files).
 WBG_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WBG_VERSION" ]; then
   echo "build-wasm: installing wasm-bindgen-cli $WBG_VERSION"
-  cargo install wasm-bindgen-cli --version "$WBG_VERSION" --force
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 cargo install wasm-bindgen-cli --version "$WBG_VERSION" --force
 fi
 
 # Identical bytes on every machine: no absolute paths in the module. The
