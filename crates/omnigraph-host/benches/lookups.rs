@@ -58,6 +58,7 @@ fn request(branch: &str, mode: Mode, batch: String) -> LoadRequest {
         actor: "bench".into(),
         batch: Arc::new(batch.into_bytes()),
         batch_key: None,
+        unchanged_since: None,
     }
 }
 

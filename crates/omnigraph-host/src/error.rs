@@ -74,8 +74,10 @@ pub enum EngineError {
     /// A host-side bound (SPEC §5) refused the load before anything was
     /// written, e.g. `removed_ids_limit`.
     BoundExceeded { code: &'static str, resource: String, limit: u64, actual: u64 },
-    /// A multi-batch overwrite's target branch moved after its work branch
-    /// was forked: publishing would drop the newer commits, so nothing changes.
+    /// The branch changed rows after the commit a write was based on: a
+    /// multi-batch overwrite's target after its work branch was forked
+    /// (publishing would drop the newer commits), or a load's
+    /// `unchanged_since`. Nothing changes.
     TargetMoved { branch: String, expected_seq: u64, head_seq: u64 },
     /// A manifest object that does not parse.
     Corrupt(String),
@@ -206,7 +208,7 @@ impl std::fmt::Display for EngineError {
             }
             EngineError::TargetMoved { branch, expected_seq, head_seq } => write!(
                 f,
-                "branch {branch:?} moved to commit {head_seq} while the overwrite was staged from commit {expected_seq}; nothing was changed: run the overwrite again"
+                "branch {branch:?} changed at commit {head_seq}, after commit {expected_seq} the write was based on; nothing was changed: read the branch again and retry"
             ),
             EngineError::Corrupt(m) => write!(f, "corrupt graph manifest: {m}"),
             EngineError::Storage(m) => write!(f, "storage: {m}"),

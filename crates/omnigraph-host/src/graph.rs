@@ -95,6 +95,12 @@ pub struct LoadRequest {
     pub batch: Arc<Vec<u8>>,
     /// Recorded in the commit (see [`Commit::batch_key`]).
     pub batch_key: Option<String>,
+    /// Commit only if no commit after this sequence number changed the
+    /// branch's rows (maintenance does not count), else `TargetMoved`:
+    /// checked under the write lease, so a client that read the branch at
+    /// this commit writes on exactly what it read (the stream consumer's
+    /// exactly-once step). The branch must exist.
+    pub unchanged_since: Option<u64>,
 }
 
 /// Where a load's time went, step by step along its path.

@@ -16,6 +16,7 @@ mod lease;
 pub mod limits;
 pub mod manifest;
 pub mod metrics;
+pub mod nats;
 pub mod split;
 pub mod storage;
 pub mod tables;

@@ -1,6 +1,7 @@
 //! `omnigraph-host`: the commit host's command line (SPEC §7): `init`,
 //! `serve`, `validate`, `load` (split files, progress, `--resume`,
-//! `--server`), `export`, `log`, `branch`, `recover`, `optimize`.
+//! `--server`), `consume` (a NATS JetStream stream), `export`, `log`,
+//! `branch`, `recover`, `optimize`.
 //! The commands are in `cli/`, one file each.
 
 // `run` awaits every command's future; their nested async state machines

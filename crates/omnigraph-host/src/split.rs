@@ -140,6 +140,13 @@ impl<'a> Probe<'a> {
     }
 }
 
+/// The table a record line's row goes to (its `edge`, else its `type`),
+/// as the splitter counts it against the rows bound; `None` for a line
+/// that names none (the validator refuses it).
+pub fn table_of(line: &[u8]) -> Option<String> {
+    Probe::of(line).table().map(str::to_owned)
+}
+
 /// Rows per table of the lines a batch holds so far.
 #[derive(Default)]
 struct TableRows(std::collections::HashMap<String, usize>);

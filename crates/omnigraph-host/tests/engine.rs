@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use omnigraph_host::EngineError;
+use omnigraph_host::{EngineError, LoadRequest};
 use omnigraph_host::manifest::CommitKind;
 use omnigraph_validate_wasm::Mode;
 
@@ -238,6 +238,29 @@ async fn invalid_and_empty_batches_commit_nothing() {
     assert!(r.commit.is_none() && r.counts().is_empty());
     assert_eq!(g.head("main").await.unwrap().unwrap(), head);
     assert!(matches!(load(&g, "nope", Mode::Merge, &person("A", 1)).await, Err(EngineError::BranchNotFound(_))));
+}
+
+/// `unchanged_since`: a load commits on exactly the branch state its
+/// client read. A row-changing commit since refuses it (`TargetMoved`,
+/// nothing written); a maintenance commit does not; a missing branch is
+/// not created.
+#[tokio::test]
+async fn a_load_unchanged_since_a_commit_is_refused_once_rows_changed() {
+    let dir = place().await;
+    let g = init(&dir).await;
+    let read = load(&g, "main", Mode::Merge, &person("Ada", 36)).await.unwrap().commit.unwrap().seq;
+    assert!(g.maintain_step().await.unwrap().is_some(), "a maintenance commit after the read");
+    let based_on_read = |batch: String| LoadRequest { unchanged_since: Some(read), ..request("main", Mode::Merge, &batch) };
+    let landed = g.load(based_on_read(person("Bob", 40))).await.unwrap().commit.unwrap();
+    match g.load(based_on_read(person("Cy", 5))).await {
+        Err(EngineError::TargetMoved { expected_seq, head_seq, .. }) => assert_eq!((expected_seq, head_seq), (read, landed.seq)),
+        other => panic!("expected target_moved, got {other:?}"),
+    }
+    let state = export(&g, "main", None).await;
+    assert!(state.contains("\"Bob\"") && !state.contains("\"Cy\""), "{state}");
+    let fork = LoadRequest { unchanged_since: Some(read), ..fork_request("side", "main", Mode::Merge, &person("Di", 1)) };
+    assert!(matches!(g.load(fork).await, Err(EngineError::BranchNotFound(_))));
+    assert!(g.head("side").await.unwrap().is_none(), "no branch was forked");
 }
 
 #[tokio::test]

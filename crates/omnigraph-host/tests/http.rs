@@ -191,6 +191,21 @@ async fn fork_with_load_creates_the_branch_only_when_the_load_commits() {
     assert_eq!(receipt["base"]["branch"], "main");
 }
 
+/// `unchanged_since` over HTTP: a load based on a commit the branch has
+/// since changed after is a 409 `target_moved` and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_unchanged_since_a_stale_commit_is_a_409() {
+    let s = start(Auth::Open, |_| {}).await;
+    let (_, first) = json_of(post_ndjson(&s, "/graphs/g/load/ndjson", &person("Ada", 1)).await).await;
+    let read = first["commit"]["seq"].as_u64().expect("a commit seq");
+    let (status, _) = json_of(post_ndjson(&s, &format!("/graphs/g/load/ndjson?unchanged_since={read}"), &person("Bo", 2)).await).await;
+    assert_eq!(status, 200);
+    let (status, refused) = json_of(post_ndjson(&s, &format!("/graphs/g/load/ndjson?unchanged_since={read}"), &person("Cy", 3)).await).await;
+    assert_eq!((status, refused["code"].as_str()), (409, Some("target_moved")), "{refused}");
+    let export = client().get(format!("{}/graphs/g/export", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(export.contains("\"Bo\"") && !export.contains("\"Cy\""), "{export}");
+}
+
 /// Sends a request head promising a body it never sends; the answer must
 /// come anyway (the body was never read).
 fn head_only(addr: std::net::SocketAddr, head: &str) -> String {

@@ -66,6 +66,7 @@ pub fn merge(batch: Vec<u8>) -> LoadRequest {
         actor: "bench".into(),
         batch: Arc::new(batch),
         batch_key: None,
+        unchanged_since: None,
     }
 }
 

@@ -8,22 +8,13 @@ use omnigraph_host::LoadRequest;
 use omnigraph_host::split::{Batch, Checkpoint, Pass, Position, Splitter, WorkBranch, file_sha256, types_named};
 use omnigraph_validate_wasm::Mode;
 
-use super::target::{Target, reqwest_client};
-use super::common::{Failure, ModeArg, RootArgs, S3Args, operational, validator};
+use super::target::{Target, TargetArgs, refused_lines};
+use super::common::{Failure, ModeArg, operational};
 
 #[derive(clap::Args)]
 pub(crate) struct LoadArgs {
-    /// Local graph root (or use --server).
-    #[arg(long, required_unless_present = "server", conflicts_with = "server")]
-    root: Option<String>,
-    /// A host's base URL, e.g. http://127.0.0.1:8080.
-    #[arg(long, requires = "graph")]
-    server: Option<String>,
-    /// The graph id on the server.
-    #[arg(long)]
-    graph: Option<String>,
-    #[arg(long, env = "OMNIGRAPH_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    target: TargetArgs,
     file: PathBuf,
     #[arg(long, default_value = "main")]
     branch: String,
@@ -44,16 +35,9 @@ pub(crate) struct LoadArgs {
     /// Bytes per batch (default and most: the graph's body bound).
     #[arg(long)]
     batch_bytes: Option<u64>,
-    #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
-    lease_ttl_ms: Option<u64>,
-    /// Batch bounds as JSON (local roots; a server's come from its /rules).
-    #[arg(long, env = "OMNIGRAPH_LIMITS", conflicts_with = "server")]
-    limits: Option<PathBuf>,
-    #[command(flatten)]
-    s3: S3Args,
 }
 
-pub(crate) async fn run(LoadArgs { root, server, graph, token, file, branch, from, mode, actor, resume, batch_rows, batch_bytes, lease_ttl_ms, limits, s3 }: LoadArgs) -> Result<(), Failure> {
+pub(crate) async fn run(LoadArgs { target, file, branch, from, mode, actor, resume, batch_rows, batch_bytes }: LoadArgs) -> Result<(), Failure> {
     // Hashed (for the checkpoint) while the graph opens and the
     // validator's module loads: each costs a process a few
     // milliseconds that need not add up.
@@ -61,31 +45,7 @@ pub(crate) async fn run(LoadArgs { root, server, graph, token, file, branch, fro
         let file = file.clone();
         move || file_sha256(&file)
     });
-    let target = match (&root, &server) {
-        (Some(root), _) => {
-            let root = RootArgs { root: root.clone(), s3, lease_ttl_ms, lease_wait_ms: None, limits };
-            let validator = validator()?;
-            // The first load would load it; an error shows there.
-            tokio::task::spawn_blocking({
-                let validator = validator.clone();
-                move || validator.ready()
-            });
-            // Not recovered on open: the first load's lease runs
-            // recovery before it writes (and answers a batch that
-            // recovery rolled forward with that commit), and its
-            // commit settles each table it writes. A separate lease
-            // taken and given back at open cost every run its own
-            // round of lease writes.
-            Target::Local(Box::new(root.open_unrecovered_with(validator).await?))
-        }
-        (None, Some(url)) => Target::Server {
-            client: reqwest_client(),
-            url: url.trim_end_matches('/').to_owned(),
-            graph: graph.clone().expect("clap requires --graph"),
-            token,
-        },
-        (None, None) => unreachable!("clap requires --root or --server"),
-    };
+    let target = target.open().await?;
     let bounds = target.limits().await?;
     let job = LoadJob {
         file: &file,
@@ -118,13 +78,7 @@ struct LoadJob<'a> {
 /// count lines within the batch).
 fn print_file_lines(batch: &Batch, details: Option<&serde_json::Value>) {
     let Some(details) = details else { return };
-    let mut lines = std::collections::BTreeSet::new();
-    for list in [&details["errors"], &details["report"]["errors"], &details["conflicts"], &details["details"]["conflicts"]] {
-        for item in list.as_array().into_iter().flatten() {
-            lines.extend(item["line"].as_u64());
-        }
-    }
-    for line in lines.into_iter().take(100) {
+    for line in refused_lines(details).into_keys().take(100) {
         if let Some(file_line) = batch.file_line(line) {
             eprintln!("  batch line {line} is line {file_line} of the file");
         }
@@ -298,5 +252,6 @@ fn batch_request(job: &LoadJob<'_>, branch: &str, mode: Mode, from: Option<Strin
         actor: job.actor.to_owned(),
         batch: batch.bytes.clone(),
         batch_key: Some(batch.key(run)),
+        unchanged_since: None,
     }
 }

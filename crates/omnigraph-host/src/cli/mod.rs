@@ -3,11 +3,13 @@
 
 pub(crate) mod branch;
 mod common;
+pub(crate) mod consume;
 pub(crate) mod export;
 pub(crate) mod init;
 pub(crate) mod load;
 pub(crate) mod log;
 pub(crate) mod optimize;
+pub(crate) mod publish;
 pub(crate) mod recover;
 pub(crate) mod serve;
 mod target;
@@ -35,6 +37,11 @@ pub(crate) enum Command {
     /// Load an NDJSON file: split at line boundaries into bounded batches,
     /// one graph commit each, into a local root or through a server.
     Load(load::LoadArgs),
+    /// Commit a NATS JetStream stream into a graph, exactly once: bounded
+    /// batches, one commit each; refused records to a dead-letter stream.
+    Consume(consume::ConsumeArgs),
+    /// Publish an NDJSON file into a NATS JetStream stream, N records per message.
+    Publish(publish::PublishArgs),
     /// Print every record of a branch (or of commit --at) as NDJSON.
     Export(export::ExportArgs),
     /// Print a branch's commits, newest first, as JSON lines.
@@ -55,6 +62,8 @@ pub(crate) async fn run(command: Command) -> Result<(), Failure> {
         Command::Serve(args) => serve::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Load(args) => load::run(args).await,
+        Command::Consume(args) => consume::run(args).await,
+        Command::Publish(args) => publish::run(args).await,
         Command::Export(args) => export::run(args).await,
         Command::Log(args) => log::run(args).await,
         Command::Branch(args) => branch::run(args).await,

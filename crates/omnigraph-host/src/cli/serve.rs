@@ -105,6 +105,7 @@ async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), F
         actor: "demo".into(),
         batch: Arc::new(DEMO_BATCH.as_bytes().to_vec()),
         batch_key: None,
+        unchanged_since: None,
     };
     graph.load(request).await?;
     eprintln!("created the demo graph at {}", graph.root().uri());

@@ -2,15 +2,87 @@
 //! process, or a host's HTTP API (`--server`), behind one interface that
 //! says whether a refused batch may be split, or may have been written.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use omnigraph_host::error::{SIZE_BOUND_CODES, report_bound};
 use omnigraph_host::split::WorkBranch;
 use omnigraph_host::{EngineError, Graph, LoadRequest, OverwritePublish};
 use omnigraph_validate_wasm::Limits;
 
-use super::common::{Failure, operational};
+use super::common::{Failure, RootArgs, S3Args, operational, validator};
 
 pub(crate) fn reqwest_client() -> reqwest::Client {
     reqwest::Client::builder().build().expect("HTTP client")
+}
+
+/// Where the commands that load (`load`, `consume`) send their batches.
+#[derive(clap::Args)]
+pub(crate) struct TargetArgs {
+    /// Local graph root (or use --server).
+    #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+    root: Option<String>,
+    /// A host's base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long, requires = "graph")]
+    server: Option<String>,
+    /// The graph id on the server.
+    #[arg(long)]
+    graph: Option<String>,
+    #[arg(long, env = "OMNIGRAPH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[arg(long, env = "OMNIGRAPH_LEASE_TTL_MS")]
+    lease_ttl_ms: Option<u64>,
+    /// Batch bounds as JSON (local roots; a server's come from its /rules).
+    #[arg(long, env = "OMNIGRAPH_LIMITS", conflicts_with = "server")]
+    limits: Option<PathBuf>,
+    #[command(flatten)]
+    s3: S3Args,
+}
+
+impl TargetArgs {
+    pub(crate) async fn open(self) -> Result<Target, Failure> {
+        let TargetArgs { root, server, graph, token, lease_ttl_ms, limits, s3 } = self;
+        Ok(match (root, server) {
+            (Some(root), _) => {
+                let root = RootArgs { root, s3, lease_ttl_ms, lease_wait_ms: None, limits };
+                let validator = validator()?;
+                // The first load would load it; an error shows there.
+                tokio::task::spawn_blocking({
+                    let validator = validator.clone();
+                    move || validator.ready()
+                });
+                // Not recovered on open: the first load's lease runs
+                // recovery before it writes (and answers a batch that
+                // recovery rolled forward with that commit), and its
+                // commit settles each table it writes. A separate lease
+                // taken and given back at open cost every run its own
+                // round of lease writes.
+                Target::Local(Box::new(root.open_unrecovered_with(validator).await?))
+            }
+            (None, Some(url)) => Target::Server {
+                client: reqwest_client(),
+                url: url.trim_end_matches('/').to_owned(),
+                graph: graph.expect("clap requires --graph"),
+                token,
+            },
+            (None, None) => unreachable!("clap requires --root or --server"),
+        })
+    }
+}
+
+/// The batch lines a refusal names (a report's errors, the stateful
+/// checks' conflicts; local or from a server's body), each with the
+/// entries that name it.
+pub(crate) fn refused_lines(details: &serde_json::Value) -> BTreeMap<u64, Vec<serde_json::Value>> {
+    let mut lines: BTreeMap<u64, Vec<serde_json::Value>> = BTreeMap::new();
+    for list in [&details["errors"], &details["report"]["errors"], &details["conflicts"], &details["details"]["conflicts"]] {
+        for item in list.as_array().into_iter().flatten() {
+            if let Some(line) = item["line"].as_u64() {
+                lines.entry(line).or_default().push(item.clone());
+            }
+        }
+    }
+    lines
 }
 
 pub(crate) enum Target {
@@ -29,6 +101,10 @@ pub(crate) struct BatchRefused {
     /// after the request was sent, a 5xx that is no refusal). `--resume`
     /// then finds it in the branch's log by its batch key.
     pub(crate) maybe_written: bool,
+    /// The error's code (`target_moved`, `graph_busy`, …), empty when there is none.
+    pub(crate) code: String,
+    /// A server's `Retry-After` (429, 503): when to try again.
+    pub(crate) retry_after: Option<std::time::Duration>,
     pub(crate) failure: Failure,
 }
 
@@ -48,7 +124,7 @@ impl BatchRefused {
 
 impl From<Failure> for BatchRefused {
     fn from(failure: Failure) -> Self {
-        BatchRefused { splittable: false, details: None, maybe_written: false, failure }
+        BatchRefused { splittable: false, details: None, maybe_written: false, code: String::new(), retry_after: None, failure }
     }
 }
 
@@ -72,6 +148,11 @@ impl Target {
         let lost = |e: reqwest::Error| BatchRefused { maybe_written: !e.is_connect(), ..BatchRefused::from(operational(e)) };
         let response = call.send().await.map_err(lost)?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
         let body = response.text().await.map_err(lost)?;
         if status.is_success() {
             return Ok(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
@@ -84,7 +165,7 @@ impl Target {
             _ => Failure::Operational(text),
         };
         let maybe_written = code == "recovery_required" || (status.is_server_error() && !REFUSED_UNWRITTEN.contains(&code.as_str()));
-        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, maybe_written, failure })
+        Err(BatchRefused { splittable: status == 413 && SIZE_BOUND_CODES.contains(&code.as_str()), details, maybe_written, code, retry_after, failure })
     }
 
     /// The bounds the graph validates with (the server's `/rules`).
@@ -114,7 +195,7 @@ impl Target {
                         }
                         _ => (false, None),
                     };
-                    Err(BatchRefused { splittable, details, maybe_written: e.maybe_committed(), failure: e.into() })
+                    Err(BatchRefused { splittable, details, maybe_written: e.maybe_committed(), code: e.code().to_owned(), retry_after: None, failure: e.into() })
                 }
             },
             Target::Server { .. } => {
@@ -124,6 +205,9 @@ impl Target {
                 }
                 if let Some(key) = &request.batch_key {
                     query.push(("batch_key", key.clone()));
+                }
+                if let Some(since) = request.unchanged_since {
+                    query.push(("unchanged_since", since.to_string()));
                 }
                 let call = self
                     .call(reqwest::Method::POST, "/load/ndjson")
@@ -195,6 +279,32 @@ impl Target {
                     eprintln!("maintenance skipped ({e}); `omnigraph-host optimize` catches up");
                     return;
                 }
+            }
+        }
+    }
+
+    /// The sequence number of `branch`'s head, and then the batch key of
+    /// its newest commit whose key starts with `prefix`, in that order (a
+    /// key read after the head is at least as new as it).
+    pub(crate) async fn head_then_keyed(&self, branch: &str, prefix: &str) -> Result<(u64, Option<String>), Failure> {
+        match self {
+            Target::Local(graph) => {
+                let head = graph.log_matching(branch, 1, |_| true).await?;
+                let keyed = graph.log_matching(branch, 1, |c| c.batch_key.as_deref().is_some_and(|k| k.starts_with(prefix))).await?;
+                Ok((head.first().map_or(0, |c| c.seq), keyed.first().and_then(|c| c.batch_key.clone())))
+            }
+            Target::Server { .. } => {
+                let newest = |query: Vec<(&str, &str)>| {
+                    let call = self.call(reqwest::Method::GET, "/commits").query(&query);
+                    async move {
+                        let body = Target::send(call).await.map_err(|r| r.failure)?;
+                        Ok::<_, Failure>(body["commits"].as_array().and_then(|c| c.first()).cloned())
+                    }
+                };
+                let head = newest(vec![("branch", branch), ("limit", "1")]).await?;
+                let keyed = newest(vec![("branch", branch), ("limit", "1"), ("batch_key_prefix", prefix)]).await?;
+                let seq = head.and_then(|c| c["seq"].as_u64()).ok_or_else(|| operational("the server named no head commit"))?;
+                Ok((seq, keyed.and_then(|c| c["batch_key"].as_str().map(str::to_owned))))
             }
         }
     }

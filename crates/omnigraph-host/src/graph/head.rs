@@ -86,10 +86,23 @@ impl Graph {
 
     /// A branch's commits, newest first, back to where it was forked.
     pub async fn log(&self, branch: &str) -> Result<Vec<Commit>, EngineError> {
+        self.log_matching(branch, usize::MAX, |_| true).await
+    }
+
+    /// The newest `limit` commits of a branch that `keep` accepts, newest
+    /// first. The walk stops at the `limit`th: it reads the commits down to
+    /// it, not the branch's whole history.
+    pub async fn log_matching(&self, branch: &str, limit: usize, keep: impl Fn(&Commit) -> bool) -> Result<Vec<Commit>, EngineError> {
         let mut out = Vec::new();
-        self.walk_back(self.head_or_404(branch).await?, |commit| {
-            out.push(commit.clone());
-            true
+        let head = self.head_or_404(branch).await?;
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.walk_back(head, |commit| {
+            if keep(commit) {
+                out.push(commit.clone());
+            }
+            out.len() < limit
         })
         .await?;
         Ok(out)
@@ -106,6 +119,21 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// The newest commit at or below `head` that changed rows, walking back
+    /// no further than sequence number `floor`: maintenance moves no row,
+    /// and a rollback marker holds its parent's tables (a publish that
+    /// recovery rolled back must not make its retry `target_moved`).
+    pub(super) async fn last_change_since(&self, head: &Commit, floor: u64) -> Result<Commit, EngineError> {
+        let mut commit = head.clone();
+        while matches!(commit.kind, CommitKind::Maintain | CommitKind::Rollback) && commit.seq > floor {
+            match &commit.parent {
+                Some(parent) if parent.branch == commit.branch => commit = self.commit_at(&commit.branch, parent.seq).await?,
+                _ => break,
+            }
+        }
+        Ok(commit)
     }
 
     /// Every existing branch with its head.

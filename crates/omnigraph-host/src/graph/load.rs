@@ -178,6 +178,15 @@ impl Graph {
                 .load_base(&req.branch, req.from.as_deref(), true)
                 .await?;
             timings.head += started.elapsed();
+            if let Some(since) = req.unchanged_since {
+                if created_from.is_some() {
+                    return Err(EngineError::BranchNotFound(req.branch.clone()));
+                }
+                let changed = self.last_change_since(&base, since).await?;
+                if changed.seq != since {
+                    return Err(EngineError::TargetMoved { branch: req.branch.clone(), expected_seq: since, head_seq: base.seq });
+                }
+            }
             let receipt = |commit: Option<Commit>, timings: LoadTimings| Receipt {
                 branch: req.branch.clone(),
                 created_from: created_from.clone(),

@@ -108,21 +108,6 @@ impl Graph {
         .await
     }
 
-    /// The newest commit at or below `head` that changed rows, walking back
-    /// no further than sequence number `floor`: maintenance moves no row,
-    /// and a rollback marker holds its parent's tables (a publish that
-    /// recovery rolled back must not make its retry `target_moved`).
-    async fn last_change_since(&self, head: &Commit, floor: u64) -> Result<Commit, EngineError> {
-        let mut commit = head.clone();
-        while matches!(commit.kind, CommitKind::Maintain | CommitKind::Rollback) && commit.seq > floor {
-            match &commit.parent {
-                Some(parent) if parent.branch == commit.branch => commit = self.commit_at(&commit.branch, parent.seq).await?,
-                _ => break,
-            }
-        }
-        Ok(commit)
-    }
-
     /// The commit above sequence number `floor` on `head`'s branch that
     /// carries batch key `key`, if any: a publish that landed before its
     /// retry (its answer lost). Walks only the commits since `floor`.

@@ -27,6 +27,9 @@ pub struct LoadQuery {
     pub(super) mode: Option<String>,
     /// The client's name for this batch, kept in the commit (resumable clients).
     pub(super) batch_key: Option<String>,
+    /// Commit only if no commit after this one (a sequence number of the
+    /// branch) changed its rows; else 409 `target_moved`, nothing written.
+    pub(super) unchanged_since: Option<u64>,
 }
 
 impl LoadQuery {
@@ -41,6 +44,7 @@ impl LoadQuery {
             // No copy: the body's buffer is handed over whole.
             batch: Arc::new(Vec::from(batch)),
             batch_key: self.batch_key.clone(),
+            unchanged_since: self.unchanged_since,
         }
     }
 }

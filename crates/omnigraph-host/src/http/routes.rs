@@ -197,6 +197,7 @@ pub(super) async fn compat(state: Arc<AppState>, id: &str, request: Request) -> 
         actor: actor.name.clone(),
         batch: Arc::new(parsed.data.into_bytes()),
         batch_key: None,
+        unchanged_since: None,
     };
     drop(bytes);
     let task_state = state.clone();
@@ -394,11 +395,23 @@ pub(super) async fn delete_branch(State(state): State<Arc<AppState>>, Checked(Pa
     .await
 }
 
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CommitsQuery {
+    pub(super) branch: Option<String>,
+    /// At most this many commits (the newest); the walk stops there.
+    pub(super) limit: Option<usize>,
+    /// Only commits whose batch key starts with this (a client's own).
+    pub(super) batch_key_prefix: Option<String>,
+}
+
 /// A branch's commits, newest first.
-#[utoipa::path(get, path = "/graphs/{id}/commits", params(("id" = String, Path), BranchQuery), responses((status = 200, description = "commits")))]
-pub(super) async fn commits(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, Checked(Query(q)): Checked<Query<BranchQuery>>, headers: HeaderMap) -> ApiResult {
+#[utoipa::path(get, path = "/graphs/{id}/commits", params(("id" = String, Path), CommitsQuery), responses((status = 200, description = "commits")))]
+pub(super) async fn commits(State(state): State<Arc<AppState>>, Checked(Path(id)): Checked<Path<String>>, Checked(Query(q)): Checked<Query<CommitsQuery>>, headers: HeaderMap) -> ApiResult {
     let (graph, _) = authorized(&state, &id, &headers, Permission::Read).await?;
-    let log = graph.log(q.branch.as_deref().unwrap_or(MAIN_BRANCH)).await?;
+    let prefix = q.batch_key_prefix.as_deref();
+    let keyed = |commit: &crate::manifest::Commit| prefix.is_none_or(|p| commit.batch_key.as_deref().is_some_and(|k| k.starts_with(p)));
+    let log = graph.log_matching(q.branch.as_deref().unwrap_or(MAIN_BRANCH), q.limit.unwrap_or(usize::MAX), keyed).await?;
     Ok(axum::Json(json!({"commits": log})).into_response())
 }
 

@@ -7,6 +7,7 @@
 
 pub mod faulty_store;
 pub mod host_process;
+pub mod nats_server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
@@ -168,7 +169,7 @@ pub async fn reopen(place: &Place) -> Graph {
 }
 
 pub fn request(branch: &str, mode: Mode, batch: &str) -> LoadRequest {
-    LoadRequest { branch: branch.into(), from: None, mode, strict: true, actor: "tester".into(), batch: Arc::new(batch.as_bytes().to_vec()), batch_key: None }
+    LoadRequest { branch: branch.into(), from: None, mode, strict: true, actor: "tester".into(), batch: Arc::new(batch.as_bytes().to_vec()), batch_key: None, unchanged_since: None }
 }
 
 /// A load into `branch` that forks it from `from` if it does not exist.

@@ -1,0 +1,342 @@
+//! `omnigraph-host consume` between a real nats-server (JetStream on, its
+//! own store directory, restarted where a test says so) and real graphs
+//! (local, or on moto with `OMNIGRAPH_TEST_STORE=s3`): every valid record
+//! is committed exactly once, every refused one is in the dead-letter
+//! stream exactly once with its report, whatever kills, stops or restarts
+//! happen on the way.
+//!
+//! "Exactly once" is read from the graph itself: the people are the valid
+//! ones; every load commit inserted its people and updated none (a message
+//! loaded twice would update its people, or add its edges twice, as edges
+//! get fresh ids); and the stream sequences the consumer's batch keys hold
+//! never overlap.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::nats_server::NatsServer;
+use common::*;
+use omnigraph_host::manifest::CommitKind;
+use omnigraph_host::nats::{Connection, REQUEST_TIMEOUT};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
+const STREAM: &str = "IN";
+const SUBJECT: &str = "in.records";
+const DURABLE: &str = "graph";
+const DEAD_LETTER_STREAM: &str = "IN_DEAD_LETTER";
+/// One record in this many is invalid.
+const INVALID_EVERY: usize = 100;
+
+/// Records as a producer would publish them, cut into messages of 1 to
+/// 500 records, and what the graph and the dead-letter stream must hold.
+#[derive(Default)]
+struct Published {
+    messages: Vec<Vec<u8>>,
+    people: BTreeSet<String>,
+    edges: usize,
+    refused: BTreeSet<String>,
+}
+
+/// One invalid record of each kind, cycled through: an envelope that is
+/// no JSON, an unknown type, a value out of its range, a value of the
+/// wrong type, a failed `@check`, a missing key, and a dangling edge
+/// (refused by the stateful checks against the stored graph).
+fn invalid_record(i: usize) -> String {
+    match (i / INVALID_EVERY) % 7 {
+        0 => format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"bad-{i}\""),
+        1 => format!("{{\"type\":\"Persn\",\"data\":{{\"name\":\"bad-{i}\"}}}}"),
+        2 => format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"bad-{i}\",\"age\":200}}}}"),
+        3 => format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"bad-{i}\",\"age\":\"old\"}}}}"),
+        4 => format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"bad-{i}\",\"email\":\"no-at-sign\"}}}}"),
+        5 => format!("{{\"type\":\"Person\",\"data\":{{\"email\":\"no-key-{i}@example.com\"}}}}"),
+        _ => format!("{{\"edge\":\"Knows\",\"from\":\"ghost-{i}\",\"to\":\"ghost-{}\"}}", i + 1),
+    }
+}
+
+/// `count` records from number `first` on: people `p<i>`, every tenth an
+/// edge between the two people before it when `edges` (so an edge's
+/// people are published before it), every `INVALID_EVERY`th invalid.
+fn publishable(first: usize, count: usize, edges: bool, seed: u64) -> Published {
+    let mut out = Published::default();
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut message = Vec::new();
+    let mut in_message = 0;
+    let mut size = 1;
+    let mut last_two: Vec<String> = Vec::new();
+    for i in first..first + count {
+        let record = if i % INVALID_EVERY == INVALID_EVERY / 2 {
+            let record = invalid_record(i);
+            out.refused.insert(record.clone());
+            record
+        } else if edges && i % 10 == 3 && last_two.len() == 2 {
+            out.edges += 1;
+            format!("{{\"edge\":\"Knows\",\"from\":\"{}\",\"to\":\"{}\"}}", last_two[0], last_two[1])
+        } else {
+            let name = format!("p{i}");
+            out.people.insert(name.clone());
+            last_two.push(name.clone());
+            if last_two.len() > 2 {
+                last_two.remove(0);
+            }
+            format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{name}\",\"age\":{}}}}}", i % 90)
+        };
+        message.extend_from_slice(record.as_bytes());
+        message.push(b'\n');
+        in_message += 1;
+        if in_message == size {
+            out.messages.push(std::mem::take(&mut message));
+            in_message = 0;
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            size = 1 + (state >> 33) as usize % 500;
+        }
+    }
+    if !message.is_empty() {
+        out.messages.push(message);
+    }
+    out
+}
+
+impl Published {
+    fn and(mut self, more: Published) -> Published {
+        self.messages.extend(more.messages);
+        self.people.extend(more.people);
+        self.edges += more.edges;
+        self.refused.extend(more.refused);
+        self
+    }
+}
+
+/// Publishes `messages` into the stream (created if missing), each
+/// acknowledged by JetStream; `tag` keeps their message ids apart.
+async fn publish(addr: &str, messages: &[Vec<u8>], tag: &str) {
+    let mut c = Connection::connect(addr, REQUEST_TIMEOUT).await.unwrap();
+    c.ensure_stream(STREAM, &["in.>"]).await.unwrap();
+    for (i, message) in messages.iter().enumerate() {
+        c.publish_durably(SUBJECT, &format!("{tag}-{i}"), message).await.unwrap();
+    }
+}
+
+/// A nats-server, a fresh graph, and `published` in the stream (message
+/// ids tagged `tag`).
+async fn started_with(published: &Published, tag: &str) -> (NatsServer, Place) {
+    let nats = NatsServer::start().await;
+    let place = place().await;
+    drop(init(&place).await);
+    publish(&nats.addr(), &published.messages, tag).await;
+    (nats, place)
+}
+
+/// A consumer process on the test graph, exiting once the stream has been
+/// idle for `idle_ms`.
+fn consumer(place: &Place, nats: &NatsServer, idle_ms: u64, failpoints: Option<&str>) -> Command {
+    consumer_with(place, nats, idle_ms, failpoints, &[])
+}
+
+fn consumer_with(place: &Place, nats: &NatsServer, idle_ms: u64, failpoints: Option<&str>, more: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("consume").args(place.cli_args()).args([
+        "--nats",
+        &nats.addr(),
+        "--stream",
+        STREAM,
+        "--subjects",
+        "in.>",
+        "--durable",
+        DURABLE,
+        "--ack-wait-ms",
+        "3000",
+        "--lease-ttl-ms",
+        &lease_ttl_ms().to_string(),
+        "--exit-when-idle-ms",
+        &idle_ms.to_string(),
+    ]);
+    cmd.args(more);
+    if let Some(failpoints) = failpoints {
+        cmd.env("FAILPOINTS", failpoints);
+    }
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    place.apply_env(&mut cmd);
+    cmd
+}
+
+fn run_to_idle(place: &Place, nats: &NatsServer) {
+    let out = consumer(place, nats, 2_000, None).output().unwrap();
+    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Every dead letter in the dead-letter stream, read through a consumer of its own.
+async fn dead_letters(addr: &str) -> Vec<Value> {
+    let mut c = Connection::connect(addr, REQUEST_TIMEOUT).await.unwrap();
+    c.ensure_pull_consumer(DEAD_LETTER_STREAM, "check", Duration::from_secs(60), 1_000_000).await.unwrap();
+    let mut out = Vec::new();
+    loop {
+        let pulled = c.fetch(DEAD_LETTER_STREAM, "check", 512, 8 << 20, Duration::from_millis(300)).await.unwrap();
+        if pulled.is_empty() {
+            return out;
+        }
+        out.extend(pulled.iter().map(|m| serde_json::from_slice::<Value>(&m.payload).unwrap()));
+    }
+}
+
+/// The graph holds exactly `published`'s valid records, each loaded once,
+/// and the dead-letter stream exactly its refused ones, each with a report.
+async fn assert_exactly_once(place: &Place, nats: &NatsServer, published: &Published) {
+    let graph = reopen(place).await;
+    let exported = export(&graph, "main", None).await;
+    let mut people = BTreeSet::new();
+    let mut edges = 0;
+    for line in exported.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        match record["type"].as_str() {
+            Some("Person") => assert!(people.insert(record["id"].as_str().unwrap().to_owned()), "{line} twice"),
+            _ if record["edge"] == "Knows" => edges += 1,
+            _ => panic!("unexpected record {line}"),
+        }
+    }
+    assert_eq!(people.len(), published.people.len(), "people in the graph");
+    assert!(people == published.people, "the graph's people are the valid ones");
+    assert_eq!(edges, published.edges, "edges in the graph (an edge loaded twice gets a second id)");
+
+    let keys = omnigraph_keys();
+    let mut held: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut inserted = 0;
+    for commit in graph.log("main").await.unwrap().iter().filter(|c| c.kind == CommitKind::Load) {
+        let person = commit.counts.get("Person").cloned().unwrap_or_default();
+        assert_eq!(person.updated, 0, "commit {} updated people: a message loaded twice", commit.seq);
+        inserted += person.inserted;
+        let key = commit.batch_key.as_deref().expect("every consumer commit has a batch key");
+        let ranges = keys(key);
+        for (lo, hi) in ranges {
+            if let Some((&before_lo, &before_hi)) = held.range(..=hi).next_back() {
+                assert!(before_hi < lo, "commit {} holds {lo}-{hi}, which overlaps {before_lo}-{before_hi}", commit.seq);
+            }
+            held.insert(lo, hi);
+        }
+    }
+    assert_eq!(inserted as usize, published.people.len(), "people inserted over all commits");
+
+    let letters = dead_letters(&nats.addr()).await;
+    let mut refused = BTreeSet::new();
+    for letter in &letters {
+        assert!(!letter["errors"].as_array().unwrap().is_empty(), "a dead letter without its report: {letter}");
+        assert!(letter["stream_seq"].as_u64().is_some() && letter["line"].as_u64().is_some(), "{letter}");
+        assert!(refused.insert(letter["record"].as_str().unwrap().to_owned()), "dead-lettered twice: {letter}");
+    }
+    assert!(refused == published.refused, "dead letters: {} of {} refused records", refused.len(), published.refused.len());
+}
+
+/// The stream-sequence ranges a consumer key says its commit holds.
+fn omnigraph_keys() -> impl Fn(&str) -> Vec<(u64, u64)> {
+    let prefix = format!("jetstream/{STREAM}/{DURABLE}/");
+    move |key: &str| {
+        let held = key.strip_prefix(&prefix).and_then(|rest| rest.split_once('/')).map(|(held, _)| held).expect("a consumer key");
+        held.split(',')
+            .map(|part| {
+                let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+                (lo.parse().unwrap(), hi.parse().unwrap())
+            })
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_committed_exactly_once_with_refusals_dead_lettered() {
+    let published = publishable(0, 100_000, true, 1);
+    let (nats, place) = started_with(&published, "a").await;
+    run_to_idle(&place, &nats);
+    assert_exactly_once(&place, &nats, &published).await;
+    // Nothing new: a second run commits nothing.
+    let graph = reopen(&place).await;
+    let head = graph.head("main").await.unwrap().unwrap().seq;
+    run_to_idle(&place, &nats);
+    assert_eq!(reopen(&place).await.head("main").await.unwrap().unwrap().seq, head, "a drained stream commits nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_restart_mid_run_loses_and_duplicates_nothing() {
+    let published = publishable(0, 40_000, false, 2);
+    let (mut nats, place) = started_with(&published, "r").await;
+    let running = consumer(&place, &nats, 4_000, None).spawn().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    nats.restart().await;
+    let out = running.wait_with_output().unwrap();
+    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    run_to_idle(&place, &nats);
+    assert_exactly_once(&place, &nats, &published).await;
+}
+
+/// Widens the commit protocol's window so kills and stops land inside it.
+#[cfg(feature = "failpoints")]
+const SLOW_COMMITS: &str = "after-record=sleep(100);after-table-commit=sleep(100);after-sync=sleep(50)";
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_killed_at_random_instants_commit_each_message_once() {
+    use std::hash::{BuildHasher, RandomState};
+    let (nats, place) = started_with(&Published::default(), "k").await;
+    let random = RandomState::new();
+    let mut published = Published::default();
+    let runs = fault_runs(20, 4);
+    for n in 0..runs {
+        let more = publishable(n * 3_000, 3_000, false, n as u64);
+        publish(&nats.addr(), &more.messages, &format!("k{n}")).await;
+        published = published.and(more);
+        let mut child = consumer(&place, &nats, 60_000, Some(SLOW_COMMITS)).spawn().unwrap();
+        let after = 200 + random.hash_one(n) % 1_500;
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    run_to_idle(&place, &nats);
+    assert_exactly_once(&place, &nats, &published).await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_one_stopped_past_its_lease_commit_each_message_once() {
+    let published = publishable(0, 30_000, false, 3);
+    let (nats, place) = started_with(&published, "s").await;
+    let stopped = consumer(&place, &nats, 3_000, Some(SLOW_COMMITS)).spawn().unwrap();
+    let other = consumer(&place, &nats, 3_000, Some(SLOW_COMMITS)).spawn().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = stopped.id() as i32;
+    // SAFETY: signals to a child this test started and still owns.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // Past its lease and its messages' ack wait: the other takes both over.
+    tokio::time::sleep(Duration::from_millis(lease_ttl_ms() + 3_000 + 1_000)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    for child in [stopped, other] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    run_to_idle(&place, &nats);
+    assert_exactly_once(&place, &nats, &published).await;
+}
+
+/// The case `unchanged_since` exists for, made certain: a consumer killed
+/// with its batch's tables committed and its graph commit not yet
+/// published; the next consumer (smaller batches, so other batch keys)
+/// reads the branch before recovery rolls that commit forward under its
+/// own load's lease. Its load must be refused (`target_moved`) and the
+/// messages found done when it reads the branch again, never loaded twice.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_recovered_under_the_next_consumer_is_not_loaded_again() {
+    let published = publishable(0, 2_000, false, 4);
+    let (nats, place) = started_with(&published, "u").await;
+    let mut stalled = consumer(&place, &nats, 60_000, Some("after-sync=sleep(60000)")).spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while recovery_records(&place.root()).await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the first consumer never reached its commit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stalled.kill().unwrap();
+    stalled.wait().unwrap();
+    let out = consumer_with(&place, &nats, 2_000, None, &["--batch-rows", "100"]).output().unwrap();
+    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    assert_exactly_once(&place, &nats, &published).await;
+}
