@@ -45,6 +45,10 @@ struct State {
     bytes: u64,
     requests: u64,
     maintenance_steps: u64,
+    /// Records stream consumers handled, by stream and outcome.
+    consumed: BTreeMap<(String, &'static str), u64>,
+    /// Stream consumers' broken NATS connections, by stream.
+    nats_disconnects: BTreeMap<String, u64>,
     validation: Histogram,
     checks: Histogram,
     commit: Histogram,
@@ -71,6 +75,17 @@ impl Metrics {
     /// A published maintenance step (a `maintain` commit).
     pub fn maintenance_step(&self) {
         self.state.lock().expect("metrics lock").maintenance_steps += 1;
+    }
+
+    /// Records a stream consumer (`serve --consume`) handled:
+    /// `committed`, or `dead_lettered`.
+    pub fn consumed(&self, stream: &str, outcome: &'static str, records: u64) {
+        *self.state.lock().expect("metrics lock").consumed.entry((stream.to_owned(), outcome)).or_default() += records;
+    }
+
+    /// A stream consumer's NATS connection broke (it reconnects with backoff).
+    pub fn nats_disconnect(&self, stream: &str) {
+        *self.state.lock().expect("metrics lock").nats_disconnects.entry(stream.to_owned()).or_default() += 1;
     }
 
     pub fn rows(&self, table: &str, rows: u64) {
@@ -101,6 +116,14 @@ impl Metrics {
         writeln!(out, "omnigraph_load_bytes_total {}", s.bytes).unwrap();
         out.push_str("# HELP omnigraph_maintenance_steps_total Maintenance steps published (maintain commits).\n# TYPE omnigraph_maintenance_steps_total counter\n");
         writeln!(out, "omnigraph_maintenance_steps_total {}", s.maintenance_steps).unwrap();
+        out.push_str("# HELP omnigraph_consumed_records_total Records stream consumers committed or dead-lettered.\n# TYPE omnigraph_consumed_records_total counter\n");
+        for ((stream, outcome), n) in &s.consumed {
+            writeln!(out, "omnigraph_consumed_records_total{{stream=\"{stream}\",outcome=\"{outcome}\"}} {n}").unwrap();
+        }
+        out.push_str("# HELP omnigraph_nats_disconnects_total Stream consumers' NATS connections that broke.\n# TYPE omnigraph_nats_disconnects_total counter\n");
+        for (stream, n) in &s.nats_disconnects {
+            writeln!(out, "omnigraph_nats_disconnects_total{{stream=\"{stream}\"}} {n}").unwrap();
+        }
         s.validation.write(&mut out, "omnigraph_validation_seconds", "Validation time per load (wasm).");
         s.checks.write(&mut out, "omnigraph_checks_seconds", "Stateful check time per load.");
         s.commit.write(&mut out, "omnigraph_commit_seconds", "Stage, commit and publish time per load.");

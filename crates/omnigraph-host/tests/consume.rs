@@ -229,11 +229,11 @@ async fn assert_exactly_once(place: &Place, nats: &NatsServer, published: &Publi
     assert!(refused == published.refused, "dead letters: {} of {} refused records", refused.len(), published.refused.len());
 }
 
-/// The stream-sequence ranges a consumer key says its commit holds.
+/// The stream-sequence ranges a consumer key (any durable's) says its commit holds.
 fn omnigraph_keys() -> impl Fn(&str) -> Vec<(u64, u64)> {
-    let prefix = format!("jetstream/{STREAM}/{DURABLE}/");
+    let prefix = format!("jetstream/{STREAM}/");
     move |key: &str| {
-        let held = key.strip_prefix(&prefix).and_then(|rest| rest.split_once('/')).map(|(held, _)| held).expect("a consumer key");
+        let held = key.strip_prefix(&prefix).and_then(|rest| rest.split('/').nth(1)).expect("a consumer key");
         held.split(',')
             .map(|part| {
                 let (lo, hi) = part.split_once('-').unwrap_or((part, part));
@@ -339,4 +339,46 @@ async fn a_commit_recovered_under_the_next_consumer_is_not_loaded_again() {
     let out = consumer_with(&place, &nats, 2_000, None, &["--batch-rows", "100"]).output().unwrap();
     assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
     assert_exactly_once(&place, &nats, &published).await;
+}
+
+/// The value of one `/metrics` line (0 if the line is absent).
+async fn metric(url: &str, name: &str) -> u64 {
+    let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0)
+}
+
+/// `serve --consume g=IN`: the stream arrives in the served graph and is
+/// counted in `/metrics`, across a restart of the NATS server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_consumes_its_stream_and_counts_it_in_metrics() {
+    let mut published = publishable(0, 5_000, false, 5);
+    let nats = NatsServer::start().await;
+    let place = place().await;
+    let graph = place.child("g");
+    drop(init(&graph).await);
+    publish(&nats.addr(), &published.messages, "v").await;
+    let mut serve = Command::new(BIN);
+    serve.arg("serve").args(place.cli_args()).args(["--open", "--listen", "127.0.0.1:0", "--consume", &format!("g={STREAM}"), "--nats", &nats.addr()]);
+    place.apply_env(&mut serve);
+    let host = common::host_process::HostProcess::spawn(serve);
+    let committed = format!("omnigraph_consumed_records_total{{stream=\"{STREAM}\",outcome=\"committed\"}}");
+    let dead = format!("omnigraph_consumed_records_total{{stream=\"{STREAM}\",outcome=\"dead_lettered\"}}");
+    let mut nats = nats;
+    for round in 0..2 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let want = (published.people.len() as u64, published.refused.len() as u64);
+        while (metric(&host.url, &committed).await, metric(&host.url, &dead).await) != want {
+            assert!(std::time::Instant::now() < deadline, "round {round}: /metrics never counted {want:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if round == 0 {
+            nats.restart().await;
+            let more = publishable(5_000, 5_000, false, 6);
+            publish(&nats.addr(), &more.messages, "w").await;
+            published = published.and(more);
+        }
+    }
+    assert!(metric(&host.url, &format!("omnigraph_nats_disconnects_total{{stream=\"{STREAM}\"}}")).await >= 1, "the restart was counted");
+    host.stop();
+    assert_exactly_once(&graph, &nats, &published).await;
 }

@@ -15,7 +15,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use omnigraph_host::LoadRequest;
+use omnigraph_host::http::AppState;
 use omnigraph_host::nats::{Connection, Delivery, Message, NatsError};
 use omnigraph_host::split::table_of;
 use omnigraph_validate_wasm::Mode;
@@ -39,6 +42,18 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) struct ConsumeArgs {
     #[command(flatten)]
     target: TargetArgs,
+    #[command(flatten)]
+    stream: StreamArgs,
+    /// Stop after the stream has had nothing new for this long (tests,
+    /// one-off backfills); without it, consume runs until killed.
+    #[arg(long)]
+    exit_when_idle_ms: Option<u64>,
+}
+
+/// What a consumer reads and how it batches: `consume`'s options, and
+/// those of a `serve --consume` (its defaults but the server and stream).
+#[derive(clap::Args, Clone)]
+pub(crate) struct StreamArgs {
     /// The NATS server, host:port.
     #[arg(long, env = "OMNIGRAPH_NATS", default_value = "127.0.0.1:4222")]
     nats: String,
@@ -77,10 +92,20 @@ pub(crate) struct ConsumeArgs {
     /// after delivery (longer than a commit takes).
     #[arg(long, default_value_t = 60_000)]
     ack_wait_ms: u64,
-    /// Stop after the stream has had nothing new for this long (tests,
-    /// one-off backfills); without it, consume runs until killed.
-    #[arg(long)]
-    exit_when_idle_ms: Option<u64>,
+}
+
+/// `StreamArgs` alone, to read a `serve --consume` with `consume`'s defaults.
+#[derive(clap::Parser)]
+struct StreamOnly {
+    #[command(flatten)]
+    stream: StreamArgs,
+}
+
+impl StreamArgs {
+    /// `consume`'s settings for `stream` on the NATS server `nats`.
+    pub(crate) fn defaults(nats: &str, stream: &str) -> StreamArgs {
+        <StreamOnly as clap::Parser>::parse_from(["consume", "--nats", nats, "--stream", stream]).stream
+    }
 }
 
 /// Stream sequences a consumer is done with (committed, or dead-lettered
@@ -241,6 +266,8 @@ struct Link {
     ack_wait: Duration,
     max_ack_pending: u64,
     connection: Option<Connection>,
+    /// Counts broken connections in a server's `/metrics`.
+    server: Option<Arc<AppState>>,
 }
 
 impl Link {
@@ -274,8 +301,10 @@ impl Link {
     /// Drops a connection an error may have left mid-frame or broken.
     fn failed(&mut self, e: &NatsError) {
         eprintln!("consume: {e}");
-        if e.reconnect() {
-            self.connection = None;
+        if e.reconnect() && self.connection.take().is_some()
+            && let Some(server) = &self.server
+        {
+            server.metrics.nats_disconnect(&self.stream);
         }
     }
 }
@@ -293,14 +322,21 @@ struct Consumer {
     linger: Duration,
     /// Messages pulled past the last batch's bounds: the next batch's first.
     carried: Vec<Pulled>,
+    server: Option<Arc<AppState>>,
 }
 
-pub(crate) async fn run(args: ConsumeArgs) -> Result<(), Failure> {
+pub(crate) async fn run(ConsumeArgs { target, stream, exit_when_idle_ms }: ConsumeArgs) -> Result<(), Failure> {
+    let target = target.open().await?;
+    consume(target, stream, exit_when_idle_ms.map(Duration::from_millis), None).await
+}
+
+/// Consumes a stream into `target` until `idle_exit` passes with nothing
+/// new (or for ever); `server` counts what it does in its `/metrics`.
+pub(crate) async fn consume(target: Target, args: StreamArgs, idle_exit: Option<Duration>, server: Option<Arc<AppState>>) -> Result<(), Failure> {
     let mode: Mode = args.mode.into();
     if mode == Mode::Overwrite {
         return Err(operational("consume: --mode overwrite replaces whole types per batch, which a stream cannot mean; use merge or append"));
     }
-    let target = args.target.open().await?;
     let bounds = target.limits().await?;
     let max_rows = args.batch_rows.unwrap_or(bounds.max_table_rows).clamp(1, bounds.max_table_rows.max(1)) as usize;
     let max_bytes = args.batch_bytes.unwrap_or(bounds.max_batch_bytes).clamp(1, bounds.max_batch_bytes) as usize;
@@ -315,6 +351,7 @@ pub(crate) async fn run(args: ConsumeArgs) -> Result<(), Failure> {
         // messages, so a batch can fill while the one before commits.
         max_ack_pending: 2 * max_rows as u64,
         connection: None,
+        server: server.clone(),
     };
     let mut consumer = Consumer {
         target,
@@ -327,8 +364,8 @@ pub(crate) async fn run(args: ConsumeArgs) -> Result<(), Failure> {
         max_bytes,
         linger: Duration::from_millis(args.linger_ms),
         carried: Vec::new(),
+        server,
     };
-    let idle_exit = args.exit_when_idle_ms.map(Duration::from_millis);
     let mut last_message = Instant::now();
     loop {
         let batch = consumer.gather(idle_exit.map_or(IDLE_PULL_WAIT, |idle| idle.min(IDLE_PULL_WAIT))).await;
@@ -512,13 +549,16 @@ impl Consumer {
                 mode: self.mode,
                 strict: true,
                 actor: self.actor.clone(),
-                batch: std::sync::Arc::new(batch),
+                batch: Arc::new(batch),
                 batch_key: Some(self.keys.key(&ranges_of(held.iter().copied()), &new_done)),
                 unchanged_since: Some(head),
             };
             match self.target.load(request).await {
                 Ok(()) => {
                     self.ack(&group).await;
+                    if let Some(server) = &self.server {
+                        server.metrics.consumed(&self.link.stream, "committed", lines.len() as u64);
+                    }
                     return Ok(None);
                 }
                 Err(refused) if refused.code == "target_moved" => continue,
@@ -550,6 +590,9 @@ impl Consumer {
                     }
                     if !self.dead_letter(&group, &records).await {
                         continue;
+                    }
+                    if let Some(server) = &self.server {
+                        server.metrics.consumed(&self.link.stream, "dead_lettered", records.len() as u64);
                     }
                     dead.extend(records.into_keys());
                 }

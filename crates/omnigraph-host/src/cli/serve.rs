@@ -13,6 +13,8 @@ use omnigraph_host::{EngineError, Graph, LoadRequest};
 use omnigraph_validate_wasm::Mode;
 
 use super::common::{Failure, RootArgs, operational, read, storage_options, validator};
+use super::consume::{StreamArgs, consume};
+use super::target::Target;
 
 /// The demo graph `serve --demo` creates on first run.
 const DEMO_SCHEMA: &str = include_str!("../../../../samples/people.pg");
@@ -52,9 +54,22 @@ pub(crate) struct ServeArgs {
     /// changed, in milliseconds; 0 turns it off (then run `optimize`).
     #[arg(long, default_value_t = omnigraph_host::limits::MAINTENANCE_INTERVAL.as_millis() as u64)]
     maintenance_interval_ms: u64,
+    /// Consume a NATS JetStream stream into a graph's main branch, as
+    /// `consume` does with its defaults: GRAPH=STREAM (repeatable; the
+    /// stream must exist). Counted in /metrics.
+    #[arg(long = "consume", value_name = "GRAPH=STREAM")]
+    consume: Vec<String>,
+    /// The NATS server of --consume, host:port.
+    #[arg(long, env = "OMNIGRAPH_NATS", default_value = "127.0.0.1:4222")]
+    nats: String,
 }
 
-pub(crate) async fn run(ServeArgs { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs, header_read_timeout_secs, maintenance_interval_ms }: ServeArgs) -> Result<(), Failure> {
+pub(crate) async fn run(ServeArgs { root, listen, auth, open, demo, max_loads_per_actor, max_batch_bytes, max_inflight_bytes, body_read_timeout_secs, header_read_timeout_secs, maintenance_interval_ms, consume, nats }: ServeArgs) -> Result<(), Failure> {
+    let consumers: Vec<(String, String)> = consume
+        .iter()
+        .map(|spec| spec.split_once('=').map(|(g, s)| (g.to_owned(), s.to_owned())))
+        .collect::<Option<_>>()
+        .ok_or_else(|| operational("--consume takes GRAPH=STREAM"))?;
     let auth = match (auth, open) {
         (Some(path), _) => {
             Auth::from_toml(&String::from_utf8_lossy(&read(&path)?)).map_err(Failure::Operational)?
@@ -85,9 +100,28 @@ pub(crate) async fn run(ServeArgs { root, listen, auth, open, demo, max_loads_pe
     let state = AppState::new(config, validator);
     state.check_store().await?;
     let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| operational(format!("{listen}: {e}")))?;
+    for (graph, stream) in consumers {
+        tokio::spawn(consume_in_server(state.clone(), graph, StreamArgs::defaults(&nats, &stream)));
+    }
     eprintln!("serving graphs under {} on http://{}", root.root, listener.local_addr().map_err(operational)?);
     omnigraph_host::http::serve(listener, state, shutdown_signal()).await.map_err(operational)?;
     Ok(())
+}
+
+/// A `--consume` inside the server: its graph as requests get it, the
+/// consumer for as long as the server runs (its errors logged, then it
+/// starts again after a pause).
+async fn consume_in_server(state: Arc<AppState>, graph: String, stream: StreamArgs) {
+    loop {
+        let outcome = match state.open_graph(&graph).await {
+            Ok(opened) => consume(Target::Local(opened), stream.clone(), None, Some(state.clone())).await.err(),
+            Err(e) => Some(operational(e)),
+        };
+        if let Some(Failure::Invalid(text) | Failure::Operational(text)) = outcome {
+            eprintln!("consume {graph}: {text}; starting again in 5 s");
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
 
 async fn ensure_demo(root: &RootArgs, validator: Arc<Validator>) -> Result<(), Failure> {

@@ -57,7 +57,7 @@ impl TargetArgs {
                 // commit settles each table it writes. A separate lease
                 // taken and given back at open cost every run its own
                 // round of lease writes.
-                Target::Local(Box::new(root.open_unrecovered_with(validator).await?))
+                Target::Local(std::sync::Arc::new(root.open_unrecovered_with(validator).await?))
             }
             (None, Some(url)) => Target::Server {
                 client: reqwest_client(),
@@ -86,7 +86,7 @@ pub(crate) fn refused_lines(details: &serde_json::Value) -> BTreeMap<u64, Vec<se
 }
 
 pub(crate) enum Target {
-    Local(Box<Graph>),
+    Local(std::sync::Arc<Graph>),
     Server { client: reqwest::Client, url: String, graph: String, token: Option<String> },
 }
 

@@ -127,6 +127,11 @@ impl AppState {
         }
     }
 
+    /// The graph `id` as requests get it (a stream consumer inside the server).
+    pub async fn open_graph(&self, id: &str) -> Result<Arc<Graph>, String> {
+        self.graph(id).await.map_err(|e| format!("{} ({}): {}", e.code, e.status, e.message))
+    }
+
     pub(super) fn graph_location(&self, id: &str) -> String {
         format!("{}/{id}", self.config.root.trim_end_matches('/'))
     }
