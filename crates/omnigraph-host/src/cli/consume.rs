@@ -364,19 +364,68 @@ pub(crate) async fn consume(target: Target, args: StreamArgs, idle_exit: Option<
         max_bytes,
         linger: Duration::from_millis(args.linger_ms),
         carried: Vec::new(),
-        server,
+        server: server.clone(),
     };
-    let mut last_message = Instant::now();
-    loop {
-        let batch = consumer.gather(idle_exit.map_or(IDLE_PULL_WAIT, |idle| idle.min(IDLE_PULL_WAIT))).await;
-        if batch.is_empty() {
-            if idle_exit.is_some_and(|idle| last_message.elapsed() >= idle) {
-                return Ok(());
+    // A graph no server maintains is maintained beside the consumer, as a
+    // server maintains its own: loads only append, and fragments must not
+    // pile up over a stream's life.
+    let maintenance = match (&consumer.target, &server) {
+        (Target::Local(graph), None) => Some(Maintenance::start(graph.clone())),
+        _ => None,
+    };
+    let consumed = consumer.run(idle_exit).await;
+    if let Some(maintenance) = maintenance {
+        maintenance.stop().await;
+    }
+    consumed
+}
+
+/// Maintenance steps on a task of their own, every `MAINTENANCE_INTERVAL`,
+/// for the loads the consumer committed (`Graph::maintain_if_due`).
+struct Maintenance {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Maintenance {
+    fn start(graph: Arc<omnigraph_host::Graph>) -> Maintenance {
+        let (stop, mut stopping) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(omnigraph_host::limits::MAINTENANCE_INTERVAL) => {}
+                    _ = stopping.changed() => return,
+                }
+                if let Err(e) = graph.maintain_if_due(|| *stopping.borrow(), |_| {}).await {
+                    eprintln!("consume: maintenance stopped ({e}); the next round continues");
+                }
             }
-            continue;
+        });
+        Maintenance { stop, task }
+    }
+
+    /// Stops between two steps, never inside one.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl Consumer {
+    /// Batches and commits until `idle_exit` passes with nothing new.
+    async fn run(&mut self, idle_exit: Option<Duration>) -> Result<(), Failure> {
+        let mut last_message = Instant::now();
+        loop {
+            let batch = self.gather(idle_exit.map_or(IDLE_PULL_WAIT, |idle| idle.min(IDLE_PULL_WAIT))).await;
+            if batch.is_empty() {
+                if idle_exit.is_some_and(|idle| last_message.elapsed() >= idle) {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.commit_batch(batch).await?;
+            last_message = Instant::now();
         }
-        consumer.commit_batch(batch).await?;
-        last_message = Instant::now();
     }
 }
 
@@ -419,7 +468,11 @@ impl Consumer {
             // message the server allows (a pull it could not fill would
             // bring nothing).
             let budget = self.max_bytes.saturating_sub(bytes).max(connection.max_payload + 4096);
-            let pulled = match connection.fetch(&stream, &durable, PULL_MESSAGES, budget, wait).await {
+            // Until a batch is open, a pull of one message: it answers as
+            // soon as one arrives (a larger pull would wait until it is
+            // full or expires), and the linger starts there.
+            let asked = if opened.is_none() { 1 } else { PULL_MESSAGES };
+            let pulled = match connection.fetch(&stream, &durable, asked, budget, wait).await {
                 Ok(pulled) => pulled,
                 Err(e) => {
                     self.link.failed(&e);
