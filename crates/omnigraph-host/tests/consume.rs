@@ -390,3 +390,35 @@ async fn a_server_consumes_its_stream_and_counts_it_in_metrics() {
     host.stop();
     assert_exactly_once(&graph, &nats, &published).await;
 }
+
+/// `consume --server`: the same consumer through a host's HTTP API (its
+/// `/commits?batch_key_prefix=` read of the done set, its
+/// `unchanged_since` loads), exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_through_a_host_commits_exactly_once() {
+    let published = publishable(0, 10_000, true, 7);
+    let nats = NatsServer::start().await;
+    let place = place().await;
+    let graph = place.child("g");
+    drop(init(&graph).await);
+    publish(&nats.addr(), &published.messages, "h").await;
+    let mut serve = Command::new(BIN);
+    serve.arg("serve").args(place.cli_args()).args(["--open", "--listen", "127.0.0.1:0"]);
+    place.apply_env(&mut serve);
+    let host = common::host_process::HostProcess::spawn(serve);
+    let out = Command::new(BIN)
+        .args(["consume", "--server", &host.url, "--graph", "g", "--nats", &nats.addr(), "--stream", STREAM, "--durable", DURABLE])
+        .args(["--ack-wait-ms", "3000", "--exit-when-idle-ms", "2000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    // A second pass through the host finds everything done.
+    let again = Command::new(BIN)
+        .args(["consume", "--server", &host.url, "--graph", "g", "--nats", &nats.addr(), "--stream", STREAM, "--durable", DURABLE])
+        .args(["--exit-when-idle-ms", "1000"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "consume: {}", String::from_utf8_lossy(&again.stderr));
+    host.stop();
+    assert_exactly_once(&graph, &nats, &published).await;
+}

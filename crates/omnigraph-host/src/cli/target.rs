@@ -75,7 +75,8 @@ impl TargetArgs {
 /// entries that name it.
 pub(crate) fn refused_lines(details: &serde_json::Value) -> BTreeMap<u64, Vec<serde_json::Value>> {
     let mut lines: BTreeMap<u64, Vec<serde_json::Value>> = BTreeMap::new();
-    for list in [&details["errors"], &details["report"]["errors"], &details["conflicts"], &details["details"]["conflicts"]] {
+    // Locally the report or `{"conflicts"}`; a server's error body has them under `details`.
+    for list in [&details["errors"], &details["conflicts"], &details["details"]["report"]["errors"], &details["details"]["conflicts"]] {
         for item in list.as_array().into_iter().flatten() {
             if let Some(line) = item["line"].as_u64() {
                 lines.entry(line).or_default().push(item.clone());
