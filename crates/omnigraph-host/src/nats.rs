@@ -283,13 +283,10 @@ impl Connection {
         let answer = self.request(subject, &[], payload.as_bytes()).await?;
         let answer: serde_json::Value =
             serde_json::from_slice(&answer.payload).map_err(|e| NatsError::Protocol(format!("{subject}: {e}")))?;
-        if let Some(error) = answer.get("error") {
-            return Err(NatsError::Api {
-                code: error["err_code"].as_u64().or_else(|| error["code"].as_u64()).unwrap_or(0),
-                description: error["description"].as_str().unwrap_or_default().to_owned(),
-            });
+        match api_error(&answer) {
+            Some(error) => Err(error),
+            None => Ok(answer),
         }
-        Ok(answer)
     }
 
     /// Creates stream `name` on `subjects` (file storage) unless it exists.
@@ -376,11 +373,8 @@ impl Connection {
         let answer = self.request(subject, &[("Nats-Msg-Id", msg_id)], payload).await?;
         let ack: serde_json::Value =
             serde_json::from_slice(&answer.payload).map_err(|e| NatsError::Protocol(format!("publish ack: {e}")))?;
-        if let Some(error) = ack.get("error") {
-            return Err(NatsError::Api {
-                code: error["err_code"].as_u64().unwrap_or(0),
-                description: error["description"].as_str().unwrap_or_default().to_owned(),
-            });
+        if let Some(error) = api_error(&ack) {
+            return Err(error);
         }
         ack["seq"].as_u64().ok_or_else(|| NatsError::Protocol(format!("publish ack without seq: {ack}")))
     }
@@ -402,6 +396,15 @@ impl Connection {
             }
         }
     }
+}
+
+/// JetStream's `{"error": {"err_code", "code", "description"}}`, if the answer is one.
+fn api_error(answer: &serde_json::Value) -> Option<NatsError> {
+    let error = answer.get("error")?;
+    Some(NatsError::Api {
+        code: error["err_code"].as_u64().or_else(|| error["code"].as_u64()).unwrap_or(0),
+        description: error["description"].as_str().unwrap_or_default().to_owned(),
+    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,8 @@ const STREAM: &str = "IN";
 const SUBJECT: &str = "in.records";
 const DURABLE: &str = "graph";
 const DEAD_LETTER_STREAM: &str = "IN_DEAD_LETTER";
+/// The consumers' ack wait: a killed one's messages come again after it.
+const ACK_WAIT_MS: u64 = 3_000;
 /// One record in this many is invalid.
 const INVALID_EVERY: usize = 100;
 
@@ -148,7 +150,7 @@ fn consumer_with(place: &Place, nats: &NatsServer, idle_ms: u64, failpoints: Opt
         "--durable",
         DURABLE,
         "--ack-wait-ms",
-        "3000",
+        &ACK_WAIT_MS.to_string(),
         "--lease-ttl-ms",
         &lease_ttl_ms().to_string(),
         "--exit-when-idle-ms",
@@ -163,8 +165,10 @@ fn consumer_with(place: &Place, nats: &NatsServer, idle_ms: u64, failpoints: Opt
     cmd
 }
 
+/// A consumer that runs until the stream is drained: idle for longer than
+/// the ack wait, so messages a killed consumer held are delivered to it.
 fn run_to_idle(place: &Place, nats: &NatsServer) {
-    let out = consumer(place, nats, 2_000, None).output().unwrap();
+    let out = consumer(place, nats, ACK_WAIT_MS + 2_000, None).output().unwrap();
     assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -311,7 +315,7 @@ async fn two_consumers_one_stopped_past_its_lease_commit_each_message_once() {
     // SAFETY: signals to a child this test started and still owns.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     // Past its lease and its messages' ack wait: the other takes both over.
-    tokio::time::sleep(Duration::from_millis(lease_ttl_ms() + 3_000 + 1_000)).await;
+    tokio::time::sleep(Duration::from_millis(lease_ttl_ms() + ACK_WAIT_MS + 1_000)).await;
     unsafe { libc::kill(pid, libc::SIGCONT) };
     for child in [stopped, other] {
         let out = child.wait_with_output().unwrap();
@@ -349,6 +353,23 @@ async fn a_commit_recovered_under_the_next_consumer_is_not_loaded_again() {
     assert_exactly_once(&place, &nats, &published).await;
 }
 
+/// A nats-server with `published` in the stream, and a host serving a
+/// fresh graph `g` (consuming the stream itself when `consuming`).
+async fn served_with(published: &Published, tag: &str, consuming: bool) -> (NatsServer, Place, common::host_process::HostProcess) {
+    let nats = NatsServer::start().await;
+    let place = place().await;
+    let graph = place.child("g");
+    drop(init(&graph).await);
+    publish(&nats.addr(), &published.messages, tag).await;
+    let mut serve = Command::new(BIN);
+    serve.arg("serve").args(place.cli_args()).args(["--open", "--listen", "127.0.0.1:0"]);
+    if consuming {
+        serve.args(["--consume", &format!("g={STREAM}"), "--nats", &nats.addr()]);
+    }
+    place.apply_env(&mut serve);
+    (nats, graph, common::host_process::HostProcess::spawn(serve))
+}
+
 /// The value of one `/metrics` line (0 if the line is absent).
 async fn metric(url: &str, name: &str) -> u64 {
     let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
@@ -360,15 +381,7 @@ async fn metric(url: &str, name: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_consumes_its_stream_and_counts_it_in_metrics() {
     let mut published = publishable(0, 5_000, false, 5);
-    let nats = NatsServer::start().await;
-    let place = place().await;
-    let graph = place.child("g");
-    drop(init(&graph).await);
-    publish(&nats.addr(), &published.messages, "v").await;
-    let mut serve = Command::new(BIN);
-    serve.arg("serve").args(place.cli_args()).args(["--open", "--listen", "127.0.0.1:0", "--consume", &format!("g={STREAM}"), "--nats", &nats.addr()]);
-    place.apply_env(&mut serve);
-    let host = common::host_process::HostProcess::spawn(serve);
+    let (nats, graph, host) = served_with(&published, "v", true).await;
     let committed = format!("omnigraph_consumed_records_total{{stream=\"{STREAM}\",outcome=\"committed\"}}");
     let dead = format!("omnigraph_consumed_records_total{{stream=\"{STREAM}\",outcome=\"dead_lettered\"}}");
     let mut nats = nats;
@@ -397,28 +410,18 @@ async fn a_server_consumes_its_stream_and_counts_it_in_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_through_a_host_commits_exactly_once() {
     let published = publishable(0, 10_000, true, 7);
-    let nats = NatsServer::start().await;
-    let place = place().await;
-    let graph = place.child("g");
-    drop(init(&graph).await);
-    publish(&nats.addr(), &published.messages, "h").await;
-    let mut serve = Command::new(BIN);
-    serve.arg("serve").args(place.cli_args()).args(["--open", "--listen", "127.0.0.1:0"]);
-    place.apply_env(&mut serve);
-    let host = common::host_process::HostProcess::spawn(serve);
-    let out = Command::new(BIN)
-        .args(["consume", "--server", &host.url, "--graph", "g", "--nats", &nats.addr(), "--stream", STREAM, "--durable", DURABLE])
-        .args(["--ack-wait-ms", "3000", "--exit-when-idle-ms", "2000"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    let (nats, graph, host) = served_with(&published, "h", false).await;
+    let through_host = |more: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["consume", "--server", &host.url, "--graph", "g", "--nats", &nats.addr(), "--stream", STREAM, "--durable", DURABLE])
+            .args(more)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    through_host(&["--ack-wait-ms", &ACK_WAIT_MS.to_string(), "--exit-when-idle-ms", "2000"]);
     // A second pass through the host finds everything done.
-    let again = Command::new(BIN)
-        .args(["consume", "--server", &host.url, "--graph", "g", "--nats", &nats.addr(), "--stream", STREAM, "--durable", DURABLE])
-        .args(["--exit-when-idle-ms", "1000"])
-        .output()
-        .unwrap();
-    assert!(again.status.success(), "consume: {}", String::from_utf8_lossy(&again.stderr));
+    through_host(&["--exit-when-idle-ms", "1000"]);
     host.stop();
     assert_exactly_once(&graph, &nats, &published).await;
 }

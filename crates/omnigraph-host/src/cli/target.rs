@@ -284,15 +284,21 @@ impl Target {
         }
     }
 
-    /// The sequence number of `branch`'s head, and then the batch key of
-    /// its newest commit whose key starts with `prefix`, in that order (a
-    /// key read after the head is at least as new as it).
+    /// The sequence number of `branch`'s head, and the batch key of its
+    /// newest commit whose key starts with `prefix`, read from that head or
+    /// after it (never older: the load is based on the head).
     pub(crate) async fn head_then_keyed(&self, branch: &str, prefix: &str) -> Result<(u64, Option<String>), Failure> {
         match self {
             Target::Local(graph) => {
-                let head = graph.log_matching(branch, 1, |_| true).await?;
-                let keyed = graph.log_matching(branch, 1, |c| c.batch_key.as_deref().is_some_and(|k| k.starts_with(prefix))).await?;
-                Ok((head.first().map_or(0, |c| c.seq), keyed.first().and_then(|c| c.batch_key.clone())))
+                // One walk: it starts at the head, so the key is the newest at or below it.
+                let mut head = None;
+                let keyed = graph
+                    .log_matching(branch, 1, |c| {
+                        head.get_or_insert(c.seq);
+                        c.batch_key.as_deref().is_some_and(|k| k.starts_with(prefix))
+                    })
+                    .await?;
+                Ok((head.unwrap_or(0), keyed.first().and_then(|c| c.batch_key.clone())))
             }
             Target::Server { .. } => {
                 let newest = |query: Vec<(&str, &str)>| {

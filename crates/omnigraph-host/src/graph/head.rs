@@ -92,7 +92,7 @@ impl Graph {
     /// The newest `limit` commits of a branch that `keep` accepts, newest
     /// first. The walk stops at the `limit`th: it reads the commits down to
     /// it, not the branch's whole history.
-    pub async fn log_matching(&self, branch: &str, limit: usize, keep: impl Fn(&Commit) -> bool) -> Result<Vec<Commit>, EngineError> {
+    pub async fn log_matching(&self, branch: &str, limit: usize, mut keep: impl FnMut(&Commit) -> bool) -> Result<Vec<Commit>, EngineError> {
         let mut out = Vec::new();
         let head = self.head_or_404(branch).await?;
         if limit == 0 {
