@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/omnigraph-ingest/target}"
-trap 'stop_moto' EXIT
+trap 'stop_moto; stop_nats' EXIT
 . scripts/moto.sh
+. scripts/nats.sh
 OMNIGRAPH_TEST_FULL=1 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" \
   cargo test --locked -p omnigraph-host --features failpoints --test cleanup --test kill --test consume

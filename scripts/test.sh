@@ -33,12 +33,14 @@ echo "== clippy, warnings denied: the validator (native and wasm32) and the fuzz
 cargo clippy --locked -q -p omnigraph-validate-wasm -p omnigraph-fuzz-harness --all-targets --all-features -- -D warnings
 cargo clippy --locked -q -p omnigraph-validate-wasm --target wasm32-unknown-unknown --lib -- -D warnings
 
-echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points)"
+cleanup() { stop_nats; [ -z "${moto_pid:-}" ] || stop_moto; rm -rf "${graph_dir:-}"; }
+trap cleanup EXIT
+. scripts/nats.sh
+
+echo "== cargo test (workspace: rule book, fuzz regressions, wasmtime runner and parity, commit engine with crash points; the stream consumer's tests on nats-server $OMNIGRAPH_TEST_NATS)"
 cargo test --locked --workspace --features omnigraph-host/failpoints
 
 echo "== the engine, crash, process, CLI, HTTP, multi-host, promise, fault, split-load, request-count, maintenance and cleanup suites again on S3 (moto on 127.0.0.1)"
-cleanup() { stop_moto; rm -rf "${graph_dir:-}"; }
-trap cleanup EXIT
 . scripts/moto.sh
 OMNIGRAPH_TEST_STORE=s3 OMNIGRAPH_TEST_S3_ENDPOINT="$MOTO_ENDPOINT" \
   cargo test --locked -p omnigraph-host --features failpoints \

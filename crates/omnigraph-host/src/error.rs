@@ -91,6 +91,12 @@ pub enum EngineError {
 pub const SIZE_BOUND_CODES: [&str; 5] =
     ["batch_bytes_limit", "line_too_long", "json_too_complex", "table_rows_limit", "table_bytes_limit"];
 
+/// The size bounds a record passes on its own (its line, its JSON's
+/// structure): no smaller batch takes it, so the record is the one at
+/// fault. The other bounds are the batch's: the line they name is only
+/// where the batch passed them.
+pub const RECORD_BOUND_CODES: [&str; 2] = ["line_too_long", "json_too_complex"];
+
 /// The first size bound a report's errors hit: its code and
 /// `{resource, limit, actual}`. A batch refused for a bound is a 413 on
 /// every route, whatever else is wrong with it. Only the report's errors

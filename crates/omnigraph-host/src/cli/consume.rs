@@ -18,6 +18,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use omnigraph_host::LoadRequest;
+use omnigraph_host::error::{RECORD_BOUND_CODES, SIZE_BOUND_CODES};
 use omnigraph_host::http::AppState;
 use omnigraph_host::nats::{Connection, Delivery, Message, NatsError};
 use omnigraph_host::split::table_of;
@@ -224,7 +225,11 @@ impl KeyFormat {
 struct Pulled {
     seq: u64,
     message: Message,
+    /// Its records: the non-blank lines, as byte ranges of the payload.
     records: Vec<std::ops::Range<usize>>,
+    /// Each record's line in the message (from 1, blank lines counted):
+    /// where a dead letter says the record was.
+    record_lines: Vec<usize>,
     rows: HashMap<String, usize>,
 }
 
@@ -232,15 +237,16 @@ impl Pulled {
     fn new(message: Message) -> Option<Pulled> {
         let seq = Delivery::parse(message.reply.as_deref()?)?.stream_seq;
         let mut records = Vec::new();
+        let mut record_lines = Vec::new();
         let mut start = 0;
-        for (at, &byte) in message.payload.iter().enumerate().chain([(message.payload.len(), &b'\n')]) {
-            if byte == b'\n' {
-                let line = &message.payload[start..at];
-                if line.iter().any(|b| !b.is_ascii_whitespace()) {
-                    records.push(start..at);
-                }
-                start = at + 1;
+        let lines = message.payload.iter().enumerate().chain([(message.payload.len(), &b'\n')]).filter(|(_, byte)| **byte == b'\n');
+        for (number, (at, _)) in lines.enumerate() {
+            let line = &message.payload[start..at];
+            if line.iter().any(|b| !b.is_ascii_whitespace()) {
+                records.push(start..at);
+                record_lines.push(number + 1);
             }
+            start = at + 1;
         }
         let mut rows: HashMap<String, usize> = HashMap::new();
         for range in &records {
@@ -248,7 +254,7 @@ impl Pulled {
                 *rows.entry(table).or_default() += 1;
             }
         }
-        Some(Pulled { seq, message, records, rows })
+        Some(Pulled { seq, message, records, record_lines, rows })
     }
 
     fn bytes(&self) -> usize {
@@ -621,13 +627,13 @@ impl Consumer {
                     backoff = pause(backoff).await;
                 }
                 Err(refused) if matches!(refused.failure, Failure::Invalid(_)) || refused.splittable => {
-                    // A size bound is the batch's, not a record's (the
-                    // line it names is only where the bound was passed).
-                    let named = if refused.splittable { BTreeMap::new() } else { refused.details.as_ref().map(refused_lines).unwrap_or_default() };
+                    let named = refused.details.as_ref().map(refused_records).unwrap_or_default();
                     let mut records: BTreeMap<(u64, usize), Vec<serde_json::Value>> = BTreeMap::new();
                     for (line, entries) in named {
-                        if let Some(&record) = lines.get((line as usize).wrapping_sub(1)) {
-                            records.entry(record).or_default().extend(entries);
+                        if let Some(&(seq, record, batch_offset)) = lines.get((line as usize).wrapping_sub(1)) {
+                            let pulled = group.iter().find(|p| p.seq == seq).expect("a batch line's message is in its group");
+                            let at = Located { batch_line: line, batch_offset, line: pulled.record_lines[record] as u64, offset: pulled.records[record].start as u64 };
+                            records.entry((seq, record)).or_default().extend(entries.into_iter().map(|entry| at.relocate(entry)));
                         }
                     }
                     if records.is_empty() {
@@ -637,8 +643,8 @@ impl Consumer {
                         }
                         // One message, refused as a whole: all its records.
                         let whole = refused.details.clone().unwrap_or_else(|| serde_json::json!({"message": failure_text(&refused)}));
-                        for record in lines {
-                            records.insert(record, vec![whole.clone()]);
+                        for (seq, record, _) in lines {
+                            records.insert((seq, record), vec![whole.clone()]);
                         }
                     }
                     if !self.dead_letter(&group, &records).await {
@@ -674,7 +680,7 @@ impl Consumer {
         for (&(seq, record), entries) in records {
             let Some(pulled) = group.iter().find(|p| p.seq == seq) else { continue };
             let range = pulled.records[record].clone();
-            let line = record + 1;
+            let line = pulled.record_lines[record];
             let mut letter = serde_json::json!({
                 "stream": stream, "stream_seq": pulled.seq, "line": line,
                 "record": String::from_utf8_lossy(&pulled.message.payload[range]),
@@ -714,8 +720,8 @@ impl Consumer {
 }
 
 /// The batch of `group`'s records not in `dead`, one per line, and for
-/// each batch line (from 1) its (stream sequence, record).
-fn assemble(group: &[Pulled], dead: &BTreeSet<(u64, usize)>) -> (Vec<u8>, Vec<(u64, usize)>) {
+/// each batch line (from 1) its stream sequence, record and byte offset.
+fn assemble(group: &[Pulled], dead: &BTreeSet<(u64, usize)>) -> (Vec<u8>, Vec<(u64, usize, u64)>) {
     let mut batch = Vec::with_capacity(group.iter().map(Pulled::bytes).sum());
     let mut lines = Vec::new();
     for pulled in group {
@@ -723,12 +729,53 @@ fn assemble(group: &[Pulled], dead: &BTreeSet<(u64, usize)>) -> (Vec<u8>, Vec<(u
             if dead.contains(&(pulled.seq, record)) {
                 continue;
             }
+            lines.push((pulled.seq, record, batch.len() as u64));
             batch.extend_from_slice(&pulled.message.payload[range.clone()]);
             batch.push(b'\n');
-            lines.push((pulled.seq, record));
         }
     }
     (batch, lines)
+}
+
+/// A refused record's place in the batch the consumer submitted and in
+/// its message: report entries are moved from the first to the second,
+/// so a dead letter reads as if its message had been loaded alone.
+struct Located {
+    batch_line: u64,
+    batch_offset: u64,
+    line: u64,
+    offset: u64,
+}
+
+impl Located {
+    /// `entry` (a report error or a conflict) with its `line`, `offset`
+    /// and its message's leading `line N: ` about the message.
+    fn relocate(&self, mut entry: serde_json::Value) -> serde_json::Value {
+        entry["line"] = self.line.into();
+        if let Some(offset) = entry["offset"].as_u64() {
+            entry["offset"] = (offset.saturating_sub(self.batch_offset) + self.offset).into();
+        }
+        let prefix = format!("line {}: ", self.batch_line);
+        if let Some(rest) = entry["message"].as_str().and_then(|m| m.strip_prefix(&prefix)) {
+            entry["message"] = format!("line {}: {rest}", self.line).into();
+        }
+        entry
+    }
+}
+
+/// The entries of a refusal that name a record at fault, by batch line:
+/// a batch's size bound names only the line where the batch passed it.
+fn refused_records(details: &serde_json::Value) -> BTreeMap<u64, Vec<serde_json::Value>> {
+    let batch_bound = |entry: &serde_json::Value| {
+        let code = entry["code"].as_str().unwrap_or_default();
+        SIZE_BOUND_CODES.contains(&code) && !RECORD_BOUND_CODES.contains(&code)
+    };
+    let mut named = refused_lines(details);
+    named.retain(|_, entries| {
+        entries.retain(|entry| !batch_bound(entry));
+        !entries.is_empty()
+    });
+    named
 }
 
 fn failure_text(refused: &BatchRefused) -> String {
@@ -786,7 +833,30 @@ mod tests {
         };
         let pulled = Pulled::new(message).unwrap();
         assert_eq!((pulled.seq, pulled.records.len(), pulled.bytes()), (7, 2, 16));
+        assert_eq!(pulled.record_lines, [1, 4], "blank lines count");
         let (batch, lines) = assemble(std::slice::from_ref(&pulled), &BTreeSet::from([(7, 0)]));
-        assert_eq!((batch.as_slice(), lines), (&b"{\"b\":2}\n"[..], vec![(7, 1)]));
+        assert_eq!((batch.as_slice(), lines), (&b"{\"b\":2}\n"[..], vec![(7, 1, 0)]));
+    }
+
+    #[test]
+    fn a_batch_bound_names_no_record_and_a_record_bound_does() {
+        let report = serde_json::json!({"errors": [
+            {"line": 3, "code": "table_rows_limit", "limit": {}},
+            {"line": 5, "code": "json_too_complex", "limit": {}},
+            {"line": 5, "code": "type_mismatch"},
+        ]});
+        let named = refused_records(&report);
+        assert_eq!(named.keys().collect::<Vec<_>>(), [&5]);
+        assert_eq!(named[&5].len(), 2);
+    }
+
+    #[test]
+    fn a_report_entry_is_moved_from_the_batch_to_the_message() {
+        let at = Located { batch_line: 12, batch_offset: 500, line: 4, offset: 30 };
+        let entry = serde_json::json!({"line": 12, "offset": 507, "code": "type_mismatch", "message": "line 12: age is a string"});
+        let moved = at.relocate(entry);
+        assert_eq!(moved, serde_json::json!({"line": 4, "offset": 37, "code": "type_mismatch", "message": "line 4: age is a string"}));
+        let conflict = serde_json::json!({"line": 12, "code": "dangling_endpoint", "message": "edge Knows: no such node"});
+        assert_eq!(at.relocate(conflict)["line"], 4, "a conflict has no offset; its line moves all the same");
     }
 }

@@ -22,19 +22,34 @@ pub fn nats_server_binary() -> PathBuf {
     path
 }
 
-/// A nats-server with JetStream on 127.0.0.1, killed on drop.
+/// A nats-server with JetStream on 127.0.0.1: one of the caller's own,
+/// killed on drop, or the test run's.
 pub struct NatsServer {
-    child: Child,
+    /// The process and its store directory, when the server is the caller's.
+    own: Option<(Child, tempfile::TempDir)>,
     port: u16,
-    store: tempfile::TempDir,
 }
 
 impl NatsServer {
+    /// A server of the caller's own, which it may restart.
     pub async fn start() -> NatsServer {
         let store = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = NatsServer::spawn(port, &store);
-        let server = NatsServer { child, port, store };
+        let server = NatsServer { own: Some((child, store)), port };
+        server.wait_ready().await;
+        server
+    }
+
+    /// The test run's server, `OMNIGRAPH_TEST_NATS` (host:port; scripts/test.sh
+    /// starts it as it starts moto), or one of the caller's own without it.
+    /// Its users keep to streams of their own.
+    pub async fn shared() -> NatsServer {
+        let Ok(addr) = std::env::var("OMNIGRAPH_TEST_NATS") else {
+            return NatsServer::start().await;
+        };
+        let port = addr.strip_prefix("127.0.0.1:").and_then(|p| p.parse().ok()).expect("OMNIGRAPH_TEST_NATS is 127.0.0.1:<port>");
+        let server = NatsServer { own: None, port };
         server.wait_ready().await;
         server
     }
@@ -63,9 +78,10 @@ impl NatsServer {
 
     /// Stops the server and starts it again on the same port and store.
     pub async fn restart(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.child = NatsServer::spawn(self.port, &self.store);
+        let (child, store) = self.own.as_mut().expect("only a server of the caller's own is restarted");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        *child = NatsServer::spawn(self.port, store);
         self.wait_ready().await;
     }
 
@@ -76,7 +92,9 @@ impl NatsServer {
 
 impl Drop for NatsServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some((child, _)) = &mut self.own {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
