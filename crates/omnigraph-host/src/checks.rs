@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use arrow_array::RecordBatch;
 use lance::Dataset;
+use lance::dataset::ProjectionRequest;
 use lance::deps::datafusion::scalar::ScalarValue;
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, Mode, SRC_COLUMN, Schema, TableKind, TypeDef, UniqueMember, echo};
 use serde::Deserialize;
@@ -30,7 +31,7 @@ use crate::error::{Conflict, EngineError};
 use omnigraph_validate_wasm::limits::REMOVED_ID_OVERHEAD_BYTES;
 use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
-use crate::keys::KeyRuns;
+use crate::keys::{HashedIds, Key, KeyRuns};
 use crate::tables;
 
 /// The edge endpoints the validator could not resolve inside the batch
@@ -422,11 +423,12 @@ pub async fn run(
             let updated = if mode == Mode::Merge { existing.len() as u64 } else { 0 };
             counts.insert(def.name.clone(), TableCounts { inserted: rows - existing.len() as u64, updated, removed: 0 });
         }
+        let mut replaced = ReplacedRows { ids: &batch_id_list, rows: None };
         for unique in &def.uniques {
-            check_unique(ds, def, unique, table, &batch_ids, &mut conflicts).await?;
+            check_unique(ds, def, unique, table, &batch_ids, &mut replaced, key_runs, &mut conflicts).await?;
         }
         if let Some(max) = def.card_max {
-            check_card(ds, def, max, table, &batch_ids, &mut conflicts).await?;
+            check_card(ds, def, max, table, &batch_ids, &mut replaced, key_runs, &mut conflicts).await?;
         }
     }
     allowance.check()?;
@@ -447,11 +449,20 @@ pub fn sort_conflicts(conflicts: &mut [Conflict]) {
     });
 }
 
-fn member_column(def: &TypeDef, member: UniqueMember) -> &str {
-    match member {
-        UniqueMember::Prop(p) => &def.props[p].name,
-        UniqueMember::Src => SRC_COLUMN,
-        UniqueMember::Dst => DST_COLUMN,
+/// The stored rows a batch replaces (its ids' live rows), looked up once
+/// per table and only if a check's key runs answer: those rows do not
+/// count against the batch's `@unique` and `@card`.
+struct ReplacedRows<'b> {
+    ids: &'b [&'b str],
+    rows: Option<roaring::RoaringTreemap>,
+}
+
+impl ReplacedRows<'_> {
+    async fn of(&mut self, ds: &Dataset, key_runs: &KeyRuns) -> Result<&roaring::RoaringTreemap, EngineError> {
+        if self.rows.is_none() {
+            self.rows = Some(tables::live_id_addresses(ds, self.ids, key_runs).await?);
+        }
+        Ok(self.rows.as_ref().expect("just looked up"))
     }
 }
 
@@ -471,17 +482,22 @@ fn tuple(batch: &RecordBatch, columns: &[&str], row: usize) -> Result<Option<Vec
 }
 
 /// `@unique` against committed rows of other ids (rows the batch replaces
-/// do not count).
+/// do not count): the stored rows with the batch's tuples, found through
+/// the tuple's key runs (only matches are read back), or, where a segment
+/// has no run yet, through Lance's index on the first member.
+#[allow(clippy::too_many_arguments)]
 async fn check_unique(
     ds: &Dataset,
     def: &TypeDef,
     unique: &[UniqueMember],
     table: &BatchTable,
     batch_ids: &HashSet<&str>,
+    replaced: &mut ReplacedRows<'_>,
+    key_runs: &KeyRuns,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(), EngineError> {
     let batch = &table.rows;
-    let columns: Vec<&str> = unique.iter().map(|m| member_column(def, *m)).collect();
+    let columns: Vec<&str> = unique.iter().map(|m| tables::unique_member_column(def, *m)).collect();
     let ids = column(batch, ID_COLUMN);
     let mut wanted: HashMap<Vec<ScalarValue>, (Option<String>, u64)> = HashMap::new();
     let mut probe = Vec::new();
@@ -496,7 +512,23 @@ async fn check_unique(
     }
     let mut project = vec![ID_COLUMN];
     project.extend(columns.iter().copied().filter(|c| *c != ID_COLUMN));
-    for found in tables::lookup(ds, columns[0], probe, &project).await? {
+    let key = Key::of(columns.iter().map(|c| (*c).to_owned()).collect());
+    let keys = key.bytes(batch)?;
+    let hashed = HashedIds::of_bytes((0..keys.len()).filter_map(|row| keys.get(row)));
+    let found = match tables::live_rows_keyed(ds, &key, &hashed, key_runs).await? {
+        Some(matches) => {
+            let replaced = replaced.of(ds, key_runs).await?;
+            let mut addresses: Vec<u64> = matches.into_iter().map(|(_, address)| address).filter(|a| !replaced.contains(*a)).collect();
+            addresses.sort_unstable();
+            addresses.dedup();
+            if addresses.is_empty() {
+                return Ok(());
+            }
+            vec![ds.take_rows(&addresses, ProjectionRequest::from_columns(project.iter().copied(), ds.schema())).await?]
+        }
+        None => tables::lookup(ds, columns[0], probe, &project).await?,
+    };
+    for found in found {
         let stored_ids = column(&found, ID_COLUMN);
         for row in 0..found.num_rows() {
             let stored_id = tables::string_at(stored_ids, row).unwrap_or_default();
@@ -527,13 +559,19 @@ async fn check_unique(
     Ok(())
 }
 
-/// `@card` maximum over committed plus batch edges, per source the batch touches.
+/// `@card` maximum over committed plus batch edges, per source the batch
+/// touches: the stored edges of its sources counted in the `_src` key runs
+/// (nothing read back), or, where a segment has no run yet, read through
+/// Lance's `_src` index.
+#[allow(clippy::too_many_arguments)]
 async fn check_card(
     ds: &Dataset,
     def: &TypeDef,
     max: u64,
     table: &BatchTable,
     batch_ids: &HashSet<&str>,
+    replaced: &mut ReplacedRows<'_>,
+    key_runs: &KeyRuns,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(), EngineError> {
     let mut per_source: BTreeMap<&str, u64> = BTreeMap::new();
@@ -542,13 +580,30 @@ async fn check_card(
         *per_source.entry(src).or_default() += 1;
         source_lines.entry(src).or_default().push(*line);
     }
-    let probe = string_scalars(per_source.keys().copied());
-    for found in tables::lookup(ds, SRC_COLUMN, probe, &[ID_COLUMN, SRC_COLUMN]).await? {
-        for (id, src) in tables::strings(found.column(0)).zip(tables::strings(found.column(1))) {
-            if !batch_ids.contains(id)
-                && let Some(n) = per_source.get_mut(src)
-            {
-                *n += 1;
+    let sources: Vec<&str> = per_source.keys().copied().collect();
+    let hashed = HashedIds::of(&sources);
+    match tables::live_rows_keyed(ds, &Key::of(vec![SRC_COLUMN.to_owned()]), &hashed, key_runs).await? {
+        Some(matches) => {
+            let replaced = replaced.of(ds, key_runs).await?;
+            for (k, address) in matches {
+                let src = std::str::from_utf8(hashed.sorted[k].1).expect("a source is a string");
+                if !replaced.contains(address)
+                    && let Some(n) = per_source.get_mut(src)
+                {
+                    *n += 1;
+                }
+            }
+        }
+        None => {
+            let probe = string_scalars(sources.iter().copied());
+            for found in tables::lookup(ds, SRC_COLUMN, probe, &[ID_COLUMN, SRC_COLUMN]).await? {
+                for (id, src) in tables::strings(found.column(0)).zip(tables::strings(found.column(1))) {
+                    if !batch_ids.contains(id)
+                        && let Some(n) = per_source.get_mut(src)
+                    {
+                        *n += 1;
+                    }
+                }
             }
         }
     }

@@ -1,4 +1,9 @@
-//! Key runs: the engine's own lookup of stored `_id`s for merges.
+//! Key runs: the engine's own lookup of stored `_id`s for merges, and of
+//! the other keys a load's checks look stored rows up by ([`Key`]: `_src`
+//! for `@card`, a `@unique`'s members). What follows says `id` for the
+//! `_id` key; a run of any key follows the `_id` index's segments and is
+//! built, merged, kept and dropped with the `_id` runs (docs/storage.md,
+//! "Key runs").
 //!
 //! Lance's BTree answers the `IsIn` of a batch's ids by evaluating the list
 //! against every row of every page a key falls in: spread ids touch every page,
@@ -76,6 +81,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
+use lance::deps::datafusion::scalar::ScalarValue;
+use omnigraph_validate_wasm::ID_COLUMN;
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance::table::format::{DeletionFile, Fragment, IndexMetadata};
@@ -86,6 +93,14 @@ use crate::limits::{KEY_LOOKUP_THREADS, MAX_KEY_RUN_ROWS};
 
 /// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
 const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
+
+/// The row address column of a batch from a scan `with_row_address`.
+pub fn row_addresses(batch: &RecordBatch) -> Result<&UInt64Array, EngineError> {
+    batch
+        .column_by_name(ROW_ADDRESS_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| EngineError::Storage("a scan gave no row addresses".into()))
+}
 
 /// The id and row address columns of a batch from a scan that projected
 /// `id_column` `with_row_address`.
@@ -98,12 +113,99 @@ pub fn ids_and_addresses<'a>(batch: &'a RecordBatch, id_column: &str) -> Result<
     }
 }
 
-/// One segment's ids, sorted by their hash, with the address of the row
-/// holding each (an id appears once per stored row: a replaced row and its
-/// replacement can both be covered).
+/// What a run is keyed by: stored columns of a table whose values, taken
+/// together, a check looks rows up by: `_id` (merges, appends, external
+/// references), `_src` (`@card`), the members of a `@unique`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key(Vec<String>);
+
+impl Key {
+    pub fn id() -> Key {
+        Key(vec![ID_COLUMN.to_owned()])
+    }
+
+    pub fn of(columns: Vec<String>) -> Key {
+        Key(columns)
+    }
+
+    pub fn columns(&self) -> Vec<&str> {
+        self.0.iter().map(String::as_str).collect()
+    }
+
+    pub fn is_id(&self) -> bool {
+        self.0 == [ID_COLUMN]
+    }
+
+    /// Each row's key as bytes (`None` where a member is null: such a row
+    /// has no key). Equal values give equal bytes; a lookup confirms a
+    /// match on the values themselves, so bytes that two unequal values
+    /// share would cost a comparison, never an answer. One string column
+    /// is its bytes; otherwise each member's text, length-prefixed.
+    pub fn bytes<'b>(&self, batch: &'b RecordBatch) -> Result<KeyBytes<'b>, EngineError> {
+        let columns: Vec<&'b arrow_array::ArrayRef> = self
+            .0
+            .iter()
+            .map(|name| batch.column_by_name(name).ok_or_else(|| EngineError::Storage(format!("no column {name} to key rows by"))))
+            .collect::<Result<_, _>>()?;
+        if let [column] = columns[..]
+            && let Some(strings) = column.as_any().downcast_ref::<StringArray>()
+        {
+            return Ok(KeyBytes::Strings(strings));
+        }
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        'rows: for row in 0..batch.num_rows() {
+            let mut bytes = Vec::new();
+            for column in &columns {
+                let value = ScalarValue::try_from_array(column, row).map_err(|e| EngineError::Storage(e.to_string()))?;
+                if value.is_null() {
+                    rows.push(None);
+                    continue 'rows;
+                }
+                let text = value.to_string();
+                bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                bytes.extend_from_slice(text.as_bytes());
+            }
+            rows.push(Some(bytes));
+        }
+        Ok(KeyBytes::Encoded(rows))
+    }
+}
+
+/// The keys of a batch's rows ([`Key::bytes`]).
+pub enum KeyBytes<'b> {
+    Strings(&'b StringArray),
+    Encoded(Vec<Option<Vec<u8>>>),
+}
+
+impl KeyBytes<'_> {
+    pub fn get(&self, row: usize) -> Option<&[u8]> {
+        match self {
+            KeyBytes::Strings(strings) => strings.is_valid(row).then(|| strings.value(row).as_bytes()),
+            KeyBytes::Encoded(rows) => rows[row].as_deref(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            KeyBytes::Strings(strings) => strings.len(),
+            KeyBytes::Encoded(rows) => rows.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One segment's keys (or one fragment's), sorted by their hash, with the
+/// address of the row holding each (an id appears once per stored row: a
+/// replaced row and its replacement can both be covered).
 pub struct KeyRun {
     /// The fragments whose rows (deleted ones included) the run holds.
     fragments: RoaringBitmap,
+    /// The rows read to build the run, those without a key included: a
+    /// fragment's run answers for it only if this is its row count.
+    rows_read: usize,
     /// Each id's [`id_hash`], ascending: a lookup reads these and an id's
     /// bytes only where its hash matches.
     hashes: Vec<u64>,
@@ -143,44 +245,54 @@ pub struct HashedIds<'a> {
 
 impl<'a> HashedIds<'a> {
     pub fn of(ids: &[&'a str]) -> HashedIds<'a> {
-        let rows: Vec<u64> = ids.iter().map(|id| id_hash(id.as_bytes())).collect();
-        let mut sorted: Vec<(u64, &[u8])> = rows.iter().zip(ids).map(|(&hash, id)| (hash, id.as_bytes())).collect();
+        HashedIds::of_bytes(ids.iter().map(|id| id.as_bytes()))
+    }
+
+    /// Keys of any [`Key`], as bytes.
+    pub fn of_bytes(keys: impl IntoIterator<Item = &'a [u8]>) -> HashedIds<'a> {
+        let keys: Vec<&[u8]> = keys.into_iter().collect();
+        let rows: Vec<u64> = keys.iter().map(|key| id_hash(key)).collect();
+        let mut sorted: Vec<(u64, &[u8])> = rows.iter().copied().zip(keys).collect();
         sorted.sort_unstable();
         HashedIds { rows, sorted }
     }
 }
 
 impl KeyRun {
-    /// Reads the `_id` of every row, deleted ones included, of `present`:
+    /// Reads the `key` of every row, deleted ones included, of `present`:
     /// fragments of `ds`, or written for it and not yet committed (a
     /// compaction's, under a placeholder id), and sorts them.
-    pub async fn of_fragments(ds: &Dataset, id_column: &str, present: Vec<Fragment>) -> Result<KeyRun, EngineError> {
+    pub async fn of_fragments(ds: &Dataset, key: &Key, present: Vec<Fragment>) -> Result<KeyRun, EngineError> {
         let fragments: RoaringBitmap = present.iter().map(|f| f.id as u32).collect();
         let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
+        let mut rows_read = 0;
         if !present.is_empty() {
             let mut scan = ds.scan();
-            scan.with_fragments(present).project(&[id_column])?.with_row_id().with_row_address().include_deleted_rows();
+            scan.with_fragments(present).project(&key.columns())?.with_row_id().with_row_address().include_deleted_rows();
             let mut stream = scan.try_into_stream().await?;
             while let Some(batch) = stream.try_next().await? {
-                let (ids, rows) = ids_and_addresses(&batch, id_column)?;
-                for (id, address) in ids.iter().zip(rows.values()) {
-                    // `_id` is required: a null is a row that was never written.
-                    let Some(id) = id else { continue };
-                    hashes.push(id_hash(id.as_bytes()));
-                    bytes.extend_from_slice(id.as_bytes());
+                let keys = key.bytes(&batch)?;
+                let rows = row_addresses(&batch)?;
+                rows_read += batch.num_rows();
+                for (row, address) in rows.values().iter().enumerate() {
+                    // A null `_id` is a row that was never written; a null
+                    // member, a row with no key.
+                    let Some(key) = keys.get(row) else { continue };
+                    hashes.push(id_hash(key));
+                    bytes.extend_from_slice(key);
                     starts.push(bytes.len());
                     addresses.push(*address);
                 }
             }
         }
-        tokio::task::spawn_blocking(move || KeyRun::sorted(fragments, hashes, bytes, starts, addresses))
+        tokio::task::spawn_blocking(move || KeyRun::sorted(fragments, rows_read, hashes, bytes, starts, addresses))
             .await
             .map_err(|e| EngineError::Storage(format!("sorting a key run: {e}")))
     }
 
-    /// The run of ids given in any order (`hashes`, `starts` and `addresses`
+    /// The run of keys given in any order (`hashes`, `starts` and `addresses`
     /// index them alike).
-    fn sorted(fragments: RoaringBitmap, hashes: Vec<u64>, bytes: Vec<u8>, starts: Vec<usize>, addresses: Vec<u64>) -> KeyRun {
+    fn sorted(fragments: RoaringBitmap, rows_read: usize, hashes: Vec<u64>, bytes: Vec<u8>, starts: Vec<usize>, addresses: Vec<u64>) -> KeyRun {
         let id = |i: usize| &bytes[starts[i]..starts[i + 1]];
         let mut order: Vec<usize> = (0..addresses.len()).collect();
         order.sort_unstable_by_key(|&i| hashes[i]);
@@ -194,6 +306,7 @@ impl KeyRun {
         let (buckets, bucket_shift) = bucketed(&sorted_hashes);
         KeyRun {
             fragments,
+            rows_read,
             hashes: sorted_hashes,
             buckets,
             bucket_shift,
@@ -234,11 +347,19 @@ impl KeyRun {
     /// front to back), each plus `base` (a fragment run's fragment,
     /// shifted; 0 for a segment's run). O(1) per key.
     pub fn find_sorted(&self, keys: &[(u64, &[u8])], base: u64, found: &mut RoaringTreemap) {
-        for &(hash, key) in keys {
+        self.find_each(keys, base, |_, address| {
+            found.insert(address);
+        });
+    }
+
+    /// Calls `found` with the index in `keys` and the address (plus `base`)
+    /// of every row whose key is one of `keys` ([`KeyRun::find_sorted`]).
+    pub fn find_each(&self, keys: &[(u64, &[u8])], base: u64, mut found: impl FnMut(usize, u64)) {
+        for (k, &(hash, key)) in keys.iter().enumerate() {
             let bucket = (hash >> self.bucket_shift) as usize;
             for i in self.buckets[bucket] as usize..self.buckets[bucket + 1] as usize {
                 if self.hashes[i] == hash && self.id(i) == key {
-                    found.insert(base | self.addresses[i]);
+                    found(k, base | self.addresses[i]);
                 }
             }
         }
@@ -253,7 +374,23 @@ impl KeyRun {
             bytes.extend_from_slice(id.as_bytes());
             starts.push(bytes.len());
         }
-        KeyRun::sorted(RoaringBitmap::new(), hashes.to_vec(), bytes, starts, (0..ids.len() as u64).collect())
+        KeyRun::sorted(RoaringBitmap::new(), ids.len(), hashes.to_vec(), bytes, starts, (0..ids.len() as u64).collect())
+    }
+
+    /// The run of one fragment written from `rows` of a batch whose keys
+    /// are `keys` (rows without a key left out): addresses are row offsets.
+    pub fn of_key_rows(keys: &KeyBytes<'_>, rows: std::ops::Range<usize>) -> KeyRun {
+        let (mut hashes, mut bytes, mut starts, mut addresses) = (Vec::new(), Vec::new(), vec![0], Vec::new());
+        let rows_read = rows.len();
+        for (offset, row) in rows.enumerate() {
+            if let Some(key) = keys.get(row) {
+                hashes.push(id_hash(key));
+                bytes.extend_from_slice(key);
+                starts.push(bytes.len());
+                addresses.push(offset as u64);
+            }
+        }
+        KeyRun::sorted(RoaringBitmap::new(), rows_read, hashes, bytes, starts, addresses)
     }
 
     /// The run of the rows of the fragments `keep` names that `sources`
@@ -283,7 +420,9 @@ impl KeyRun {
             }
         }
         let (buckets, bucket_shift) = bucketed(&hashes);
-        KeyRun { fragments: keep, hashes, buckets, bucket_shift, bytes, starts, addresses }
+        // A segment's run answers by its fragments, not by a row count.
+        let rows_read = addresses.len();
+        KeyRun { fragments: keep, rows_read, hashes, buckets, bucket_shift, bytes, starts, addresses }
     }
 
     /// This run of one fragment with row offsets for addresses, so it
@@ -300,19 +439,43 @@ impl KeyRun {
 /// its base), the runs dealt out to [`KEY_LOOKUP_THREADS`] threads: a probe
 /// is a cache miss more than work, so the misses of two cores overlap.
 pub fn find_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) -> RoaringTreemap {
-    let find = |share: usize| {
-        let mut found = RoaringTreemap::new();
+    dealt_out(runs, |run, base, found: &mut RoaringTreemap| run.find_sorted(keys, base, found), |found, other| found | other)
+}
+
+/// What [`KeyRun::find_each`] finds in each of `runs`: (index in `keys`,
+/// address) pairs, the runs dealt out as [`find_in_runs`] deals them.
+pub fn find_pairs_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) -> Vec<(usize, u64)> {
+    dealt_out(
+        runs,
+        |run, base, found: &mut Vec<(usize, u64)>| run.find_each(keys, base, |k, address| found.push((k, address))),
+        |mut found, other| {
+            found.extend(other);
+            found
+        },
+    )
+}
+
+/// `find` over `runs` dealt out to [`KEY_LOOKUP_THREADS`] threads, each
+/// share's findings joined by `join`.
+fn dealt_out<T: Default + Send>(
+    runs: &[(Arc<KeyRun>, u64)],
+    find: impl Fn(&KeyRun, u64, &mut T) + Sync,
+    join: impl Fn(T, T) -> T,
+) -> T {
+    let share = |share: usize| {
+        let mut found = T::default();
         for (run, base) in runs.iter().skip(share).step_by(KEY_LOOKUP_THREADS) {
-            run.find_sorted(keys, *base, &mut found);
+            find(run, *base, &mut found);
         }
         found
     };
     if runs.len() < 2 {
-        return find(0);
+        return share(0);
     }
     std::thread::scope(|scope| {
-        let others: Vec<_> = (1..KEY_LOOKUP_THREADS).map(|share| scope.spawn(move || find(share))).collect();
-        others.into_iter().fold(find(0), |found, other| found | other.join().expect("a key lookup thread"))
+        let share = &share;
+        let others: Vec<_> = (1..KEY_LOOKUP_THREADS).map(|n| scope.spawn(move || share(n))).collect();
+        others.into_iter().fold(share(0), |found, other| join(found, other.join().expect("a key lookup thread")))
     })
 }
 
@@ -345,8 +508,11 @@ fn bucketed(hashes: &[u64]) -> (Vec<u32>, u32) {
 /// reads it from memory, not from the store (Lance's cache holds only the
 /// vectors it read).
 pub struct KeyRuns {
-    segments: Mutex<HashMap<u128, Arc<KeyRun>>>,
-    fragments: Mutex<HashMap<String, Arc<KeyRun>>>,
+    /// By segment uuid (of the `_id` index: a run of any key holds the
+    /// fragments an `_id` segment covers) and key.
+    segments: Mutex<HashMap<(u128, Key), Arc<KeyRun>>>,
+    /// By data file and key.
+    fragments: Mutex<HashMap<(String, Key), Arc<KeyRun>>>,
     /// By data file: the deletion file written and the rows it deletes. A
     /// fragment whose version names another deletion file (another host's,
     /// an older version's) is read from the store.
@@ -374,20 +540,20 @@ impl KeyRuns {
         KeyRuns { segments: Mutex::default(), fragments: Mutex::default(), deletions: Mutex::default(), max_rows }
     }
 
-    /// The runs of `segments`, if every one has a run.
-    pub fn of(&self, segments: &[&IndexMetadata]) -> Option<Vec<Arc<KeyRun>>> {
+    /// The runs of `key` of `segments`, if every one has a run.
+    pub fn of(&self, segments: &[&IndexMetadata], key: &Key) -> Option<Vec<Arc<KeyRun>>> {
         let runs = self.segments.lock().expect("key runs");
-        segments.iter().map(|segment| runs.get(&segment.uuid.as_u128()).cloned()).collect()
+        segments.iter().map(|segment| runs.get(&(segment.uuid.as_u128(), key.clone())).cloned()).collect()
     }
 
-    pub fn has(&self, segment: &IndexMetadata) -> bool {
-        self.segments.lock().expect("key runs").contains_key(&segment.uuid.as_u128())
+    pub fn has(&self, segment: &IndexMetadata, key: &Key) -> bool {
+        self.segments.lock().expect("key runs").contains_key(&(segment.uuid.as_u128(), key.clone()))
     }
 
-    /// The run of `fragment`, if there is one for every row it holds.
-    pub fn of_fragment(&self, fragment: &Fragment) -> Option<Arc<KeyRun>> {
-        let run = self.fragments.lock().expect("key runs").get(fragment_key(fragment)?).cloned()?;
-        (Some(run.len()) == fragment.physical_rows).then_some(run)
+    /// The run of `key` of `fragment`, if there is one for every row it holds.
+    pub fn of_fragment(&self, fragment: &Fragment, key: &Key) -> Option<Arc<KeyRun>> {
+        let run = self.fragments.lock().expect("key runs").get(&(fragment_key(fragment)?.to_owned(), key.clone())).cloned()?;
+        (Some(run.rows_read) == fragment.physical_rows).then_some(run)
     }
 
     /// Whether runs of `rows` more rows fit under the bound once the runs
@@ -401,13 +567,19 @@ impl KeyRuns {
     /// (a fold's) and of the fragments it covers. Both are dropped once no
     /// head lists them, so a fold's run counts against the bound only for
     /// rows no run held; until then the runs hold up to twice the bound.
-    pub fn rows_replaced(&self, covered: &RoaringBitmap, fragments: &[Fragment]) -> u64 {
-        let segments: usize =
-            self.segments.lock().expect("key runs").values().filter(|run| run.fragments.is_subset(covered)).map(|run| run.len()).sum();
+    pub fn rows_replaced(&self, covered: &RoaringBitmap, fragments: &[Fragment], key: &Key) -> u64 {
+        let segments: usize = self
+            .segments
+            .lock()
+            .expect("key runs")
+            .iter()
+            .filter(|((_, of), run)| of == key && run.fragments.is_subset(covered))
+            .map(|(_, run)| run.len())
+            .sum();
         let fragment_runs: usize = fragments
             .iter()
             .filter(|fragment| covered.contains(fragment.id as u32))
-            .filter_map(|fragment| self.of_fragment(fragment))
+            .filter_map(|fragment| self.of_fragment(fragment, key))
             .map(|run| run.len())
             .sum();
         (segments + fragment_runs) as u64
@@ -418,15 +590,16 @@ impl KeyRuns {
     /// listed fragments (of `fragments`, a version's) lies outside `keep`,
     /// largest first and never two for one fragment, then the fragments'
     /// own runs. What [`KeyRun::merged`] merges into a fold's run.
-    pub fn covering(&self, keep: &RoaringBitmap, fragments: &[Fragment]) -> Option<Vec<(Arc<KeyRun>, u64)>> {
+    pub fn covering(&self, keep: &RoaringBitmap, fragments: &[Fragment], key: &Key) -> Option<Vec<(Arc<KeyRun>, u64)>> {
         let listed: RoaringBitmap = fragments.iter().map(|fragment| fragment.id as u32).collect();
         // Each with the fragments it holds that the version still lists.
         let mut segments: Vec<(Arc<KeyRun>, RoaringBitmap)> = self
             .segments
             .lock()
             .expect("key runs")
-            .values()
-            .map(|run| (run.clone(), &run.fragments & &listed))
+            .iter()
+            .filter(|((_, of), _)| of == key)
+            .map(|(_, run)| (run.clone(), &run.fragments & &listed))
             // A run of fragments all removed since (a segment folded away,
             // not yet dropped) holds nothing to keep.
             .filter(|(_, live)| !live.is_empty() && live.is_subset(keep))
@@ -440,29 +613,29 @@ impl KeyRuns {
             }
         }
         for fragment in fragments.iter().filter(|f| keep.contains(f.id as u32) && !answered.contains(f.id as u32)) {
-            sources.push((self.of_fragment(fragment)?, fragment.id << 32));
+            sources.push((self.of_fragment(fragment, key)?, fragment.id << 32));
         }
         Some(sources)
     }
 
     /// Keeps `run` for `segment` if it fits once the runs of `replaced`
     /// rows are dropped; whether it was kept.
-    pub fn insert(&self, segment: &IndexMetadata, run: KeyRun, replaced: u64) -> bool {
+    pub fn insert(&self, segment: &IndexMetadata, key: &Key, run: KeyRun, replaced: u64) -> bool {
         if !self.room_for(run.len() as u64, replaced) {
             return false;
         }
-        self.segments.lock().expect("key runs").insert(segment.uuid.as_u128(), Arc::new(run));
+        self.segments.lock().expect("key runs").insert((segment.uuid.as_u128(), key.clone()), Arc::new(run));
         true
     }
 
-    /// Keeps `run` (offsets for addresses) for `fragment` if it fits once
-    /// the runs of `replaced` rows are dropped; whether it was kept.
-    pub fn insert_fragment(&self, fragment: &Fragment, run: KeyRun, replaced: u64) -> bool {
-        let Some(key) = fragment_key(fragment) else { return false };
-        if Some(run.len()) != fragment.physical_rows || !self.room_for(run.len() as u64, replaced) {
+    /// Keeps `run` (offsets for addresses) of `key` for `fragment` if it
+    /// fits once the runs of `replaced` rows are dropped; whether it was kept.
+    pub fn insert_fragment(&self, fragment: &Fragment, key: &Key, run: KeyRun, replaced: u64) -> bool {
+        let Some(file) = fragment_key(fragment) else { return false };
+        if Some(run.rows_read) != fragment.physical_rows || !self.room_for(run.len() as u64, replaced) {
             return false;
         }
-        self.fragments.lock().expect("key runs").insert(key.to_owned(), Arc::new(run));
+        self.fragments.lock().expect("key runs").insert((file.to_owned(), key.clone()), Arc::new(run));
         true
     }
 
@@ -493,9 +666,9 @@ impl KeyRuns {
         listed: impl IntoIterator<Item = &'a Fragment>,
     ) {
         let segments: HashSet<u128> = segments.into_iter().map(|segment| segment.uuid.as_u128()).collect();
-        self.segments.lock().expect("key runs").retain(|segment, _| segments.contains(segment));
+        self.segments.lock().expect("key runs").retain(|(segment, _), _| segments.contains(segment));
         let uncovered: HashSet<&str> = uncovered.into_iter().filter_map(fragment_key).collect();
-        self.fragments.lock().expect("key runs").retain(|file, _| uncovered.contains(file.as_str()));
+        self.fragments.lock().expect("key runs").retain(|(file, _), _| uncovered.contains(file.as_str()));
         let listed: HashSet<&str> = listed.into_iter().filter_map(fragment_key).collect();
         self.deletions.lock().expect("key runs").retain(|file, _| listed.contains(file.as_str()));
     }

@@ -34,7 +34,7 @@ use lance_index::scalar::{SargableQuery, ScalarIndexParams};
 use omnigraph_validate_wasm::{DST_COLUMN, ID_COLUMN, SRC_COLUMN, TableKind, TypeDef, UniqueMember};
 
 use crate::error::EngineError;
-use crate::keys::{HashedIds, KeyRun, KeyRuns, ids_and_addresses};
+use crate::keys::{HashedIds, Key, KeyRun, KeyRuns, row_addresses};
 use crate::limits::{
     COMPACT_FRAGMENT_ROWS, DELETION_WRITES_IN_FLIGHT, FOLD_TIER_RATIO, LOOKUP_CHUNK, MAX_COMPACTION_TASKS_PER_STEP,
     MAX_UNINDEXED_ROWS, MIN_SMALL_FRAGMENTS, MIN_SMALL_FRAGMENTS_BEFORE_COVERING,
@@ -89,6 +89,32 @@ pub fn indexed_columns(def: &TypeDef) -> Vec<String> {
     cols
 }
 
+/// The keys a type's rows are looked up by, each with a key run per
+/// segment and fragment (src/keys.rs): `_id` first, then `_src` for
+/// `@card`, then each `@unique`'s members.
+pub fn keys_of(def: &TypeDef) -> Vec<Key> {
+    let mut keys = vec![Key::id()];
+    if def.card_max.is_some() {
+        keys.push(Key::of(vec![SRC_COLUMN.to_owned()]));
+    }
+    for unique in &def.uniques {
+        let key = Key::of(unique.iter().map(|member| unique_member_column(def, *member).to_owned()).collect());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// The stored column of a `@unique` member.
+pub fn unique_member_column(def: &TypeDef, member: UniqueMember) -> &str {
+    match member {
+        UniqueMember::Prop(p) => &def.props[p].name,
+        UniqueMember::Src => SRC_COLUMN,
+        UniqueMember::Dst => DST_COLUMN,
+    }
+}
+
 fn index_name(column: &str) -> String {
     format!("og_{}_idx", column.trim_start_matches('_'))
 }
@@ -139,6 +165,7 @@ pub async fn stage(
     mode: omnigraph_validate_wasm::Mode,
     batch: RecordBatch,
     properties: HashMap<String, String>,
+    keys: &[Key],
     key_runs: &KeyRuns,
 ) -> Result<Staged, EngineError> {
     use omnigraph_validate_wasm::Mode;
@@ -150,7 +177,7 @@ pub async fn stage(
             let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
             Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
         }
-        Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties, key_runs).await,
+        Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties, keys, key_runs).await,
     }
 }
 
@@ -167,13 +194,14 @@ async fn stage_upsert(
     mode: omnigraph_validate_wasm::Mode,
     batch: RecordBatch,
     properties: Option<Arc<HashMap<String, String>>>,
+    keys: &[Key],
     key_runs: &KeyRuns,
 ) -> Result<Staged, EngineError> {
     let rows = batch.num_rows() as u64;
     let id_column = batch.column_by_name(ID_COLUMN).expect("id column").clone();
     let ids: Vec<&str> = strings(&id_column).collect();
     let hashed = HashedIds::of(&ids);
-    let replaced = live_rows(&dataset, candidate_rows(&dataset, &ids, &hashed, key_runs).await?, key_runs).await?;
+    let replaced = live_rows(&dataset, id_rows(&dataset, &hashed, key_runs).await?, key_runs).await?;
     let replaced_rows: u64 = replaced.iter().map(|fragment| fragment.rows.len()).sum();
     if mode == omnigraph_validate_wasm::Mode::Append && replaced_rows > 0 {
         // The checks found no stored id on this very version: only a writer
@@ -185,9 +213,9 @@ async fn stage_upsert(
     }
     let mut params = root.write_params(WriteMode::Append);
     params.transaction_properties = properties.clone();
-    let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
+    let appended = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch.clone()]).await?;
     if let Operation::Append { fragments } = &appended.operation {
-        keep_written_runs(key_runs, fragments, &ids, &hashed.rows);
+        keep_written_runs(key_runs, fragments, &ids, &hashed.rows, &batch, keys)?;
     }
     let merged = Some((rows - replaced_rows, replaced_rows));
     if replaced.is_empty() {
@@ -240,7 +268,78 @@ async fn stage_upsert(
     Ok(Staged { dataset, transaction, affected_rows: Some(lance_select::RowAddrTreeMap::from(affected)), merged })
 }
 
-/// Addresses of rows of `ds` that may hold one of `ids`: what the `_id`
+/// Where the rows of `ds` with a `key` are found: the runs that answer,
+/// each with the base its addresses are relative to, and the fragments
+/// that no run answers for and that are to be read.
+struct RunsOf {
+    searched: Vec<(Arc<KeyRun>, u64)>,
+    /// Whether the live `_id` segments' runs of `key` are among `searched`.
+    /// Else none is, and the fragments those segments cover are left out
+    /// of `unanswered`: the segments' index answers for them, or nothing.
+    segments_answered: bool,
+    unanswered: Vec<Fragment>,
+}
+
+async fn runs_of(ds: &Dataset, key: &Key, key_runs: &KeyRuns) -> Result<RunsOf, EngineError> {
+    // Lance answers from the segments that cover a fragment of this version
+    // (an index made on an empty table covers none yet).
+    let indices = ds.load_indices().await?;
+    let segments = live_id_segments(ds, &indices);
+    let mut searched = Vec::new();
+    let segment_runs = if segments.is_empty() { Some(Vec::new()) } else { key_runs.of(&segments, key) };
+    let segments_answered = segment_runs.is_some();
+    // A run answers for the fragments it read (a fragment removed when it
+    // was built and back on this version, a restore's, is read).
+    let answered = match segment_runs {
+        Some(runs) => {
+            let mut answered = roaring::RoaringBitmap::new();
+            for run in runs {
+                answered |= run.fragments();
+                searched.push((run, 0));
+            }
+            answered
+        }
+        None => covered_fragments(segments),
+    };
+    let mut unanswered = Vec::new();
+    for fragment in ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)) {
+        match key_runs.of_fragment(fragment.metadata(), key) {
+            Some(run) => searched.push((run, (fragment.id() as u64) << 32)),
+            None => unanswered.push(fragment.metadata().clone()),
+        }
+    }
+    Ok(RunsOf { searched, segments_answered, unanswered })
+}
+
+/// Calls `found` with the index in `hashed.sorted` and the address of
+/// every row of `fragments` (of `ds`) whose `key` is one of `hashed`'s: the
+/// fragments no run answers for, read.
+async fn scan_for_keys(
+    ds: &Dataset,
+    key: &Key,
+    hashed: &HashedIds<'_>,
+    fragments: Vec<Fragment>,
+    mut found: impl FnMut(usize, u64),
+) -> Result<(), EngineError> {
+    if fragments.is_empty() {
+        return Ok(());
+    }
+    let wanted: HashMap<&[u8], usize> = hashed.sorted.iter().enumerate().map(|(i, (_, key))| (*key, i)).collect();
+    let mut scan = ds.scan();
+    scan.with_fragments(fragments).project(&key.columns())?.with_row_address();
+    let mut stream = scan.try_into_stream().await?;
+    while let Some(batch) = stream.try_next().await? {
+        let (keys, addresses) = (key.bytes(&batch)?, row_addresses(&batch)?);
+        for row in 0..keys.len() {
+            if let Some(&i) = keys.get(row).and_then(|k| wanted.get(k)) {
+                found(i, addresses.value(row));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Addresses of rows of `ds` that may hold one of the ids `hashed`: what the `_id`
 /// index answers for the fragments it covers (deleted rows included, and
 /// rows of fragments since removed), and the rows of the fragments it does
 /// not cover yet whose `_id` is one of them. Without a usable index (a
@@ -251,29 +350,16 @@ async fn stage_upsert(
 /// asks it, not through a scan whose planner would take the whole batch as
 /// an `IN` list. Fragments no segment answers for are answered by their own
 /// runs, or read.
-async fn candidate_rows(ds: &Dataset, ids: &[&str], hashed: &HashedIds<'_>, key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
+async fn id_rows(ds: &Dataset, hashed: &HashedIds<'_>, key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
     let mut found = roaring::RoaringTreemap::new();
-    if ids.is_empty() {
+    if hashed.sorted.is_empty() {
         return Ok(found);
     }
-    let index = index_name(ID_COLUMN);
-    // Lance answers from the segments that cover a fragment of this version
-    // (an index made on an empty table covers none yet).
-    let indices = ds.load_indices().await?;
-    let segments = live_id_segments(ds, &indices);
-    // The runs that answer, each with the base its addresses are relative to.
-    let mut searched = Vec::new();
-    let answered = if segments.is_empty() {
-        roaring::RoaringBitmap::new()
-    } else if let Some(runs) = key_runs.of(&segments) {
-        let mut answered = roaring::RoaringBitmap::new();
-        for run in runs {
-            answered |= run.fragments();
-            searched.push((run, 0));
-        }
-        answered
-    } else {
-        let values = ids.iter().map(|id| ScalarValue::Utf8(Some((*id).to_owned()))).collect();
+    let key = Key::id();
+    let runs = runs_of(ds, &key, key_runs).await?;
+    if !runs.segments_answered {
+        let index = index_name(ID_COLUMN);
+        let values = hashed.sorted.iter().map(|(_, id)| ScalarValue::Utf8(Some(String::from_utf8_lossy(id).into_owned()))).collect();
         let search = ScalarIndexExpr::Query(ScalarIndexSearch {
             column: ID_COLUMN.to_owned(),
             index_name: index.clone(),
@@ -286,36 +372,61 @@ async fn candidate_rows(ds: &Dataset, ids: &[&str], hashed: &HashedIds<'_>, key_
         let addresses = result.upper.iter_addrs().filter(|_| result.is_exact());
         let addresses = addresses.ok_or_else(|| EngineError::Storage(format!("{index} gave no exact row addresses")))?;
         found.extend(addresses.map(u64::from));
-        covered_fragments(segments)
-    };
-    let mut unanswered = Vec::new();
-    for fragment in ds.get_fragments().iter().filter(|f| !answered.contains(f.id() as u32)) {
-        match key_runs.of_fragment(fragment.metadata()) {
-            Some(run) => searched.push((run, (fragment.id() as u64) << 32)),
-            None => unanswered.push(fragment.metadata().clone()),
-        }
     }
-    found |= crate::keys::find_in_runs(&searched, &hashed.sorted);
-    if unanswered.is_empty() {
-        return Ok(found);
-    }
-    let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
-    let mut scan = ds.scan();
-    scan.with_fragments(unanswered).project(&[ID_COLUMN])?.with_row_address();
-    let mut stream = scan.try_into_stream().await?;
-    while let Some(batch) = stream.try_next().await? {
-        let (stored, addresses) = ids_and_addresses(&batch, ID_COLUMN)?;
-        for (row, id) in stored.iter().enumerate() {
-            if id.is_some_and(|id| wanted.contains(id)) {
-                found.insert(addresses.value(row));
-            }
-        }
-    }
+    found |= crate::keys::find_in_runs(&runs.searched, &hashed.sorted);
+    scan_for_keys(ds, &key, hashed, runs.unanswered, |_, address| {
+        found.insert(address);
+    })
+    .await?;
     Ok(found)
 }
 
+/// The live rows of `ds` whose `key` is one of `hashed`'s, each as (its
+/// key's index in `hashed.sorted`, its address), found through the key
+/// runs: O(keys) where runs answer, whatever the table's size. `None`
+/// where a live `_id` segment has no run of `key` yet (a fresh process,
+/// another host's fold; maintenance builds it): the caller asks Lance.
+pub async fn live_rows_keyed(ds: &Dataset, key: &Key, hashed: &HashedIds<'_>, key_runs: &KeyRuns) -> Result<Option<Vec<(usize, u64)>>, EngineError> {
+    if hashed.sorted.is_empty() || ds.manifest().fragments.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let runs = runs_of(ds, key, key_runs).await?;
+    if !runs.segments_answered {
+        return Ok(None);
+    }
+    let mut found = crate::keys::find_pairs_in_runs(&runs.searched, &hashed.sorted);
+    scan_for_keys(ds, key, hashed, runs.unanswered, |i, address| found.push((i, address))).await?;
+    let candidates: roaring::RoaringTreemap = found.iter().map(|(_, address)| *address).collect();
+    let live: roaring::RoaringTreemap = live_rows(ds, candidates, key_runs)
+        .await?
+        .iter()
+        .flat_map(|replaced| {
+            let base = (replaced.fragment.id() as u64) << 32;
+            replaced.rows.iter().map(move |offset| base | offset as u64)
+        })
+        .collect();
+    found.retain(|(_, address)| live.contains(*address));
+    Ok(Some(found))
+}
+
+/// The addresses of the live rows of `ds` holding `ids`: the rows a
+/// merge of them replaces.
+pub async fn live_id_addresses(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
+    if ids.is_empty() || ds.manifest().fragments.is_empty() {
+        return Ok(roaring::RoaringTreemap::new());
+    }
+    let live = live_rows(ds, id_rows(ds, &HashedIds::of(ids), key_runs).await?, key_runs).await?;
+    Ok(live
+        .iter()
+        .flat_map(|replaced| {
+            let base = (replaced.fragment.id() as u64) << 32;
+            replaced.rows.iter().map(move |offset| base | offset as u64)
+        })
+        .collect())
+}
+
 /// The ids among `ids` (distinct) that live rows of `ds` hold: their rows
-/// found as a merge finds the rows it replaces (`candidate_rows`, then
+/// found as a merge finds the rows it replaces (`id_rows`, then
 /// `live_rows` for deletion vectors), so O(ids) where key runs answer, never
 /// a planned `IN` list over the table's pages. The
 /// checks' `_id` lookups (append's absent ids, merge counts, external
@@ -325,15 +436,7 @@ pub async fn stored_ids(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
     if ids.is_empty() || ds.manifest().fragments.is_empty() {
         return Ok(stored);
     }
-    let hashed = HashedIds::of(ids);
-    let live = live_rows(ds, candidate_rows(ds, ids, &hashed, key_runs).await?, key_runs).await?;
-    let addresses: Vec<u64> = live
-        .iter()
-        .flat_map(|replaced| {
-            let base = (replaced.fragment.id() as u64) << 32;
-            replaced.rows.iter().map(move |offset| base | offset as u64)
-        })
-        .collect();
+    let addresses: Vec<u64> = live_id_addresses(ds, ids, key_runs).await?.iter().collect();
     // A version's live rows have distinct ids (a merge replaces a stored
     // row, an append refuses a stored id; `stage_upsert` checks both), and
     // each candidate holds one of `ids`: none means none is stored, as many
@@ -353,19 +456,26 @@ pub async fn stored_ids(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -> Resul
 }
 
 /// Keeps the key runs of the fragments a batch was just written as: its
-/// rows (ids and their hashes) in order, split by the fragments' row counts
-/// (none if they differ from the batch's).
-fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str], hashes: &[u64]) {
+/// rows (ids and their hashes, and every other key's bytes) in order, split
+/// by the fragments' row counts (none if they differ from the batch's).
+fn keep_written_runs(key_runs: &KeyRuns, fragments: &[Fragment], ids: &[&str], hashes: &[u64], batch: &RecordBatch, keys: &[Key]) -> Result<(), EngineError> {
     let written: usize = fragments.iter().map(|f| f.physical_rows.unwrap_or(0)).sum();
     if written != ids.len() {
-        return;
+        return Ok(());
     }
+    let id = Key::id();
+    let others: Vec<(&Key, crate::keys::KeyBytes<'_>)> =
+        keys.iter().filter(|key| !key.is_id()).map(|key| Ok((key, key.bytes(batch)?))).collect::<Result<_, EngineError>>()?;
     let mut start = 0;
     for fragment in fragments {
         let end = start + fragment.physical_rows.unwrap_or(0);
-        key_runs.insert_fragment(fragment, KeyRun::of_rows(&ids[start..end], &hashes[start..end]), 0);
+        key_runs.insert_fragment(fragment, &id, KeyRun::of_rows(&ids[start..end], &hashes[start..end]), 0);
+        for (key, bytes) in &others {
+            key_runs.insert_fragment(fragment, key, KeyRun::of_key_rows(bytes, start..end), 0);
+        }
         start = end;
     }
+    Ok(())
 }
 
 /// The segments of the `_id` index that cover a fragment of `ds`'s version:
@@ -380,18 +490,18 @@ fn live_id_segments<'a>(ds: &Dataset, indices: &'a [IndexMetadata]) -> Vec<&'a I
         .collect()
 }
 
-/// Builds the run of one fragment of `ds` that no `_id` segment covers and
-/// that has no run yet (another host's, or written before this process
-/// started), if it fits; whether it built one.
-pub async fn keep_fragment_run(ds: &Dataset, key_runs: &KeyRuns) -> Result<bool, EngineError> {
+/// Builds the run of `key` of one fragment of `ds` that no `_id` segment
+/// covers and that has no such run yet (another host's, or written before
+/// this process started), if it fits; whether it built one.
+pub async fn keep_fragment_run(ds: &Dataset, key: &Key, key_runs: &KeyRuns) -> Result<bool, EngineError> {
     let covered = covered_fragments(live_id_segments(ds, &ds.load_indices().await?));
     for fragment in ds.get_fragments() {
         let metadata = fragment.metadata();
-        if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata).is_some() || !key_runs.room_for(fragment_rows(&fragment), 0) {
+        if covered.contains(fragment.id() as u32) || key_runs.of_fragment(metadata, key).is_some() || !key_runs.room_for(fragment_rows(&fragment), 0) {
             continue;
         }
-        let run = KeyRun::of_fragments(ds, ID_COLUMN, vec![metadata.clone()]).await?.into_fragment_run();
-        if key_runs.insert_fragment(metadata, run, 0) {
+        let run = KeyRun::of_fragments(ds, key, vec![metadata.clone()]).await?.into_fragment_run();
+        if key_runs.insert_fragment(metadata, key, run, 0) {
             return Ok(true);
         }
     }
@@ -403,27 +513,27 @@ pub async fn id_segments(ds: &Dataset) -> Result<Vec<IndexMetadata>, EngineError
     Ok(live_id_segments(ds, &ds.load_indices().await?).into_iter().cloned().collect())
 }
 
-/// Builds and keeps the key run of `segment`, a segment of the `_id` index
-/// of `ds` (or of a fold built on it), if it fits; whether it did.
-pub async fn keep_key_run(ds: &Dataset, segment: &IndexMetadata, key_runs: &KeyRuns) -> Result<bool, EngineError> {
+/// Builds and keeps the run of `key` of `segment`, a segment of the `_id`
+/// index of `ds` (or of a fold built on it), if it fits; whether it did.
+pub async fn keep_key_run(ds: &Dataset, key: &Key, segment: &IndexMetadata, key_runs: &KeyRuns) -> Result<bool, EngineError> {
     let covered = segment.fragment_bitmap.clone().unwrap_or_default();
     // The covered fragments this version has: the rows the run holds.
     let present: Vec<_> = ds.get_fragments().into_iter().filter(|f| covered.contains(f.id() as u32)).collect();
     let rows: u64 = present.iter().map(fragment_rows).sum();
-    let replaced = key_runs.rows_replaced(&covered, ds.manifest().fragments.as_slice());
+    let replaced = key_runs.rows_replaced(&covered, ds.manifest().fragments.as_slice(), key);
     if !key_runs.room_for(rows, replaced) {
         return Ok(false);
     }
     // From the runs of what the segment absorbs where this process has them
     // all (a fold's), else read from the table.
     let present_ids: roaring::RoaringBitmap = present.iter().map(|f| f.id() as u32).collect();
-    let run = match key_runs.covering(&present_ids, ds.manifest().fragments.as_slice()) {
+    let run = match key_runs.covering(&present_ids, ds.manifest().fragments.as_slice(), key) {
         Some(sources) => tokio::task::spawn_blocking(move || KeyRun::merged(&sources, present_ids))
             .await
             .map_err(|e| EngineError::Storage(format!("merging key runs: {e}")))?,
-        None => KeyRun::of_fragments(ds, ID_COLUMN, present.iter().map(|f| f.metadata().clone()).collect()).await?,
+        None => KeyRun::of_fragments(ds, key, present.iter().map(|f| f.metadata().clone()).collect()).await?,
     };
-    Ok(key_runs.insert(segment, run, replaced))
+    Ok(key_runs.insert(segment, key, run, replaced))
 }
 
 /// A fragment a merge replaces rows of.
@@ -710,15 +820,17 @@ pub async fn prepare_fold(ds: &Dataset, name: &str) -> Result<PreparedFold, Engi
 }
 
 impl PreparedFold {
-    /// Builds, from the snapshot the fold was built on, the key runs of the
-    /// segments it adds to the `_id` index, so merges use them as soon as
-    /// the fold is published.
-    pub async fn warm_key_runs(&self, ds: &Dataset, key_runs: &KeyRuns) -> Result<(), EngineError> {
+    /// Builds, from the snapshot the fold was built on, the runs of each of
+    /// `keys` of the segments it adds to the `_id` index, so loads use them
+    /// as soon as the fold is published.
+    pub async fn warm_key_runs(&self, ds: &Dataset, keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
         if self.name != index_name(ID_COLUMN) {
             return Ok(());
         }
-        for result in &self.segments {
-            keep_key_run(ds, &result.segment, key_runs).await?;
+        for key in keys {
+            for result in &self.segments {
+                keep_key_run(ds, key, &result.segment, key_runs).await?;
+            }
         }
         Ok(())
     }
@@ -806,14 +918,16 @@ impl PreparedCompaction {
     /// memory instead of reading fragments of up to `COMPACT_FRAGMENT_ROWS`.
     /// Each counts against the bound net of the runs of the fragments it
     /// replaces, dropped once no head lists those.
-    pub async fn warm_key_runs(&self, ds: &Dataset, key_runs: &KeyRuns) -> Result<(), EngineError> {
-        for rewrite in &self.rewrites {
-            let replaced: usize = rewrite.original_fragments.iter().filter_map(|f| key_runs.of_fragment(f)).map(|run| run.len()).sum();
-            for fragment in &rewrite.new_fragments {
-                let rows = fragment.physical_rows.unwrap_or(0) as u64;
-                if key_runs.room_for(rows, replaced as u64) {
-                    let run = KeyRun::of_fragments(ds, ID_COLUMN, vec![fragment.clone()]).await?.into_fragment_run();
-                    key_runs.insert_fragment(fragment, run, replaced as u64);
+    pub async fn warm_key_runs(&self, ds: &Dataset, keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
+        for key in keys {
+            for rewrite in &self.rewrites {
+                let replaced: usize = rewrite.original_fragments.iter().filter_map(|f| key_runs.of_fragment(f, key)).map(|run| run.len()).sum();
+                for fragment in &rewrite.new_fragments {
+                    let rows = fragment.physical_rows.unwrap_or(0) as u64;
+                    if key_runs.room_for(rows, replaced as u64) {
+                        let run = KeyRun::of_fragments(ds, key, vec![fragment.clone()]).await?.into_fragment_run();
+                        key_runs.insert_fragment(fragment, key, run, replaced as u64);
+                    }
                 }
             }
         }
@@ -931,6 +1045,7 @@ pub fn string_at(array: &ArrayRef, row: usize) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// Three fragments of ten ids each (`a0`…`c9`) under one `_id` index
     /// segment: version 1 before the deletions, version 2 after deleting all
@@ -972,14 +1087,14 @@ mod tests {
         let runs = KeyRuns::default();
         let segments = id_segments(&after).await.unwrap();
         assert_eq!(segments.len(), 1);
-        assert!(keep_key_run(&after, &segments[0], &runs).await.unwrap());
+        assert!(keep_key_run(&after, &Key::id(), &segments[0], &runs).await.unwrap());
         assert_eq!(runs.rows(), 20, "fragments a and c, the deleted a1 included");
         let wanted = ["a1", "a2", "b3", "c5", "c5", "zz"];
         // Per version: the candidates in its fragments (the index also
         // names rows of fragments since removed), and how many are live.
         async fn answer(ds: &Dataset, ids: &[&str], runs: &KeyRuns) -> (roaring::RoaringTreemap, u64) {
             let present: roaring::RoaringBitmap = ds.get_fragments().iter().map(|f| f.id() as u32).collect();
-            let found = candidate_rows(ds, ids, &HashedIds::of(ids), runs).await.unwrap();
+            let found = id_rows(ds, &HashedIds::of(ids), runs).await.unwrap();
             let kept = found.iter().filter(|a| present.contains((a >> 32) as u32)).collect();
             let live = live_rows(ds, found, runs).await.unwrap().iter().map(|replaced| replaced.rows.len()).sum();
             (kept, live)
@@ -993,8 +1108,8 @@ mod tests {
         // answers under its id.
         let mut later = after.clone();
         append_fragment(&mut later, "d").await;
-        assert!(keep_fragment_run(&later, &runs).await.unwrap());
-        assert!(!keep_fragment_run(&later, &runs).await.unwrap(), "one run per fragment");
+        assert!(keep_fragment_run(&later, &Key::id(), &runs).await.unwrap());
+        assert!(!keep_fragment_run(&later, &Key::id(), &runs).await.unwrap(), "one run per fragment");
         let wanted = ["a2", "d4", "d9", "zz"];
         let by_index = answer(&later, &wanted, &KeyRuns::default()).await;
         assert_eq!(by_index.1, 3);
@@ -1012,22 +1127,22 @@ mod tests {
         // Exactly room for what the table holds: a segment run of 20 rows
         // (fragments a and c) and a fragment run of 10 (d).
         let runs = KeyRuns::holding_at_most(30);
-        assert!(keep_key_run(&ds, &id_segments(&ds).await.unwrap()[0], &runs).await.unwrap());
-        assert!(keep_fragment_run(&ds, &runs).await.unwrap());
+        assert!(keep_key_run(&ds, &Key::id(), &id_segments(&ds).await.unwrap()[0], &runs).await.unwrap());
+        assert!(keep_fragment_run(&ds, &Key::id(), &runs).await.unwrap());
         assert_eq!(runs.rows(), 30);
         let fold = prepare_fold(&ds, &index_name(ID_COLUMN)).await.unwrap();
         let [merged] = fold.segments.as_slice() else { panic!("one segment: {}", fold.segments.len()) };
-        fold.warm_key_runs(&ds, &runs).await.unwrap();
-        assert!(runs.has(&merged.segment), "the fold's run is built before its publish");
+        fold.warm_key_runs(&ds, &[Key::id()], &runs).await.unwrap();
+        assert!(runs.has(&merged.segment, &Key::id()), "the fold's run is built before its publish");
         assert_eq!(runs.rows(), 60, "until the publish, both are held");
         // Merged from the runs it absorbs, it is the run a read would build.
         let covered = merged.segment.fragment_bitmap.clone().unwrap();
         let present = ds.get_fragments().iter().filter(|f| covered.contains(f.id() as u32)).map(|f| f.metadata().clone()).collect();
-        let read = KeyRun::of_fragments(&ds, ID_COLUMN, present).await.unwrap();
-        let kept = runs.of(&[&merged.segment]).unwrap().remove(0);
+        let read = KeyRun::of_fragments(&ds, &Key::id(), present).await.unwrap();
+        let kept = runs.of(&[&merged.segment], &Key::id()).unwrap().remove(0);
         assert_eq!(kept.entries(), read.entries());
         assert_eq!(kept.fragments(), read.fragments());
-        assert!(runs.covering(&covered, ds.manifest().fragments.as_slice()).is_some(), "merged, not read");
+        assert!(runs.covering(&covered, ds.manifest().fragments.as_slice(), &Key::id()).is_some(), "merged, not read");
     }
 
     /// A compaction's fragments have their runs before it is committed, and
@@ -1040,18 +1155,18 @@ mod tests {
             append_fragment(&mut ds, prefix).await;
         }
         let runs = KeyRuns::default();
-        while keep_fragment_run(&ds, &runs).await.unwrap() {}
+        while keep_fragment_run(&ds, &Key::id(), &runs).await.unwrap() {}
         let compaction = prepare_compaction(&ds).await.unwrap().expect("three small fragments to compact");
-        compaction.warm_key_runs(&ds, &runs).await.unwrap();
+        compaction.warm_key_runs(&ds, &[Key::id()], &runs).await.unwrap();
         ds.delete("_id = 'e4'").await.unwrap();
         let compacted = commit_compaction_onto(ds, compaction, &runs).await.unwrap().expect("committed");
         let covered = covered_fragments(&id_segments(&compacted).await.unwrap());
         let uncovered: Vec<_> = compacted.get_fragments().into_iter().filter(|f| !covered.contains(f.id() as u32)).collect();
         assert_eq!(uncovered.len(), 1, "d, e and f compacted into one fragment");
-        assert!(runs.of_fragment(uncovered[0].metadata()).is_some(), "the compacted fragment has its run");
+        assert!(runs.of_fragment(uncovered[0].metadata(), &Key::id()).is_some(), "the compacted fragment has its run");
         let wanted = ["a2", "d0", "e4", "e5", "f9", "zz"];
         let live = async |runs: &KeyRuns| {
-            let found = candidate_rows(&compacted, &wanted, &HashedIds::of(&wanted), runs).await.unwrap();
+            let found = id_rows(&compacted, &HashedIds::of(&wanted), runs).await.unwrap();
             let rows = live_rows(&compacted, found, runs).await.unwrap();
             rows.iter().map(|replaced| (replaced.fragment.id(), replaced.rows.iter().collect::<Vec<_>>())).collect::<Vec<_>>()
         };
@@ -1060,11 +1175,27 @@ mod tests {
         assert_eq!(live(&runs).await, by_scan);
     }
 
-    /// Writes `ids` as fragments of at most 15 rows: appended, or replacing
+    /// A stored row of the random tables: its id, a string `v` that many
+    /// rows share (as edges share a source) and a nullable `w`.
+    type Row = (String, String, Option<i32>);
+
+    /// Writes `rows` as fragments of at most 15 rows: appended, or replacing
     /// the table (an overwrite, which drops its index segments).
-    async fn write_ids(uri: &str, ids: &[String], mode: WriteMode) -> Dataset {
-        let schema = Arc::new(ArrowSchema::new(vec![Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false)]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids.to_vec()))]).unwrap();
+    async fn write_rows(uri: &str, rows: &[Row], mode: WriteMode) -> Dataset {
+        let schema = Arc::new(ArrowSchema::new(vec![
+            Field::new(ID_COLUMN, arrow_schema::DataType::Utf8, false),
+            Field::new("v", arrow_schema::DataType::Utf8, false),
+            Field::new("w", arrow_schema::DataType::Int32, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>())),
+                Arc::new(arrow_array::Int32Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+            ],
+        )
+        .unwrap();
         let params = lance::dataset::WriteParams { max_rows_per_file: 15, mode, ..Default::default() };
         Dataset::write(arrow_array::RecordBatchIterator::new([Ok(batch)], schema), uri, Some(params)).await.unwrap()
     }
@@ -1078,13 +1209,38 @@ mod tests {
         batches.iter().flat_map(|b| strings(b.column(0)).filter(|id| wanted.contains(id)).map(str::to_owned).collect::<Vec<_>>()).collect()
     }
 
-    /// `stored_ids` answers as a full scan does, on random tables whose ids
-    /// are deleted, inserted again, compacted, folded and overwritten:
-    /// without key runs (Lance's index and reads), with runs built on the
-    /// current version, and with runs kept from every earlier version (as a
-    /// host keeps them), which must change the speed, never the answer.
+    /// The ids of the live rows whose `key` is one of `probe`'s rows' (a
+    /// batch of the key's columns), through [`live_rows_keyed`]; `None`
+    /// where it has no runs to answer with.
+    async fn keyed_ids(ds: &Dataset, key: &Key, probe: &RecordBatch, runs: &KeyRuns) -> Option<BTreeSet<String>> {
+        let bytes = key.bytes(probe).unwrap();
+        let hashed = HashedIds::of_bytes((0..bytes.len()).filter_map(|row| bytes.get(row)));
+        let found = live_rows_keyed(ds, key, &hashed, runs).await.unwrap()?;
+        let mut addresses: Vec<u64> = found.into_iter().map(|(_, address)| address).collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        if addresses.is_empty() {
+            return Some(BTreeSet::new());
+        }
+        // Counted before they are read: a take skips deleted rows, a count
+        // (`@card`'s) does not.
+        let rows = ds.take_rows(&addresses, ProjectionRequest::from_columns([ID_COLUMN], ds.schema())).await.unwrap();
+        assert_eq!(rows.num_rows(), addresses.len(), "every address found is a live row");
+        Some(strings(rows.column(0)).map(str::to_owned).collect())
+    }
+
+    /// `stored_ids` and the other keys' lookups (`live_rows_keyed`: one
+    /// column many rows share, as `@card`'s `_src`; a tuple with a nullable
+    /// member, as a `@unique`'s) answer as a full scan does, on random
+    /// tables whose ids are deleted, inserted again (with other values),
+    /// compacted, folded and overwritten: without key runs (Lance's index
+    /// and reads; the other keys then answer `None`), with runs built on
+    /// the current version, and with runs kept from every earlier version
+    /// (as a host keeps them), which must change the speed, never the answer.
     #[tokio::test]
-    async fn stored_ids_answer_as_a_full_scan() {
+    async fn key_lookups_answer_as_a_full_scan() {
+        let (shared, tuple) = (Key::of(vec!["v".into()]), Key::of(vec!["v".into(), "w".into()]));
+        let keys = [Key::id(), shared.clone(), tuple.clone()];
         for seed in 1..=4u64 {
             let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             let mut next = move |below: usize| {
@@ -1097,31 +1253,33 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let uri = dir.path().join("t.lance");
             let uri = uri.to_str().unwrap();
-            let mut live: BTreeSet<String> = (0..60).map(|_| universe[next(150)].clone()).collect();
-            let mut ds = write_ids(uri, &live.iter().cloned().collect::<Vec<_>>(), WriteMode::Create).await;
+            let first: BTreeSet<usize> = (0..60).map(|i| (i * 37 + seed as usize * 11) % 150).collect();
+            let mut live: BTreeMap<String, Row> = first.iter().map(|&i| (universe[i].clone(), random_row(&mut next, &universe[i]))).collect();
+            let mut ds = write_rows(uri, &live.values().cloned().collect::<Vec<_>>(), WriteMode::Create).await;
             let index = ScalarIndexParams::default();
             ds.create_index(&[ID_COLUMN], IndexType::BTree, Some(index_name(ID_COLUMN)), &index, true).await.unwrap();
             let kept_runs = KeyRuns::default();
-            assert!(stored_ids(&write_ids(&format!("{uri}-empty"), &[], WriteMode::Create).await, &["k1"], &kept_runs).await.unwrap().is_empty());
+            assert!(stored_ids(&write_rows(&format!("{uri}-empty"), &[], WriteMode::Create).await, &["k1"], &kept_runs).await.unwrap().is_empty());
             for step in 0..12 {
                 match next(6) {
                     0 => {
-                        let gone: Vec<String> = live.iter().filter(|_| next(3) == 0).cloned().collect();
+                        let gone: Vec<String> = live.keys().filter(|_| next(3) == 0).cloned().collect();
                         if !gone.is_empty() {
                             let list = gone.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
                             ds.delete(&format!("_id IN ({list})")).await.unwrap();
-                            live.retain(|id| !gone.contains(id));
+                            live.retain(|id, _| !gone.contains(id));
                         }
                     }
                     1 | 2 => {
                         // Absent ids, some of them deleted before: inserted again.
-                        let new: BTreeSet<String> = (0..20).map(|_| universe[next(150)].clone()).filter(|id| !live.contains(id)).collect();
-                        ds = write_ids(uri, &new.iter().cloned().collect::<Vec<_>>(), WriteMode::Append).await;
+                        let ids: Vec<String> = (0..20).map(|_| universe[next(150)].clone()).filter(|id| !live.contains_key(id)).collect();
+                        let new: BTreeMap<String, Row> = ids.into_iter().map(|id| (id.clone(), random_row(&mut next, &id))).collect();
+                        ds = write_rows(uri, &new.values().cloned().collect::<Vec<_>>(), WriteMode::Append).await;
                         live.extend(new);
                     }
                     3 => {
                         if let Some(compaction) = prepare_compaction(&ds).await.unwrap() {
-                            compaction.warm_key_runs(&ds, &kept_runs).await.unwrap();
+                            compaction.warm_key_runs(&ds, &keys, &kept_runs).await.unwrap();
                             if let Some(compacted) = commit_compaction_onto(ds.clone(), compaction, &kept_runs).await.unwrap() {
                                 ds = compacted;
                             }
@@ -1129,40 +1287,88 @@ mod tests {
                     }
                     4 => {
                         let fold = prepare_fold(&ds, &index_name(ID_COLUMN)).await.unwrap();
-                        fold.warm_key_runs(&ds, &kept_runs).await.unwrap();
+                        fold.warm_key_runs(&ds, &keys, &kept_runs).await.unwrap();
                         ds = commit_fold(ds, fold).await.unwrap().0;
                     }
                     _ => {
-                        live = (0..40).map(|_| universe[next(150)].clone()).collect();
-                        ds = write_ids(uri, &live.iter().cloned().collect::<Vec<_>>(), WriteMode::Overwrite).await;
+                        let ids: Vec<String> = (0..40).map(|_| universe[next(150)].clone()).collect();
+                        live = ids.into_iter().map(|id| (id.clone(), random_row(&mut next, &id))).collect();
+                        ds = write_rows(uri, &live.values().cloned().collect::<Vec<_>>(), WriteMode::Overwrite).await;
                         if next(2) == 0 {
                             ds.create_index(&[ID_COLUMN], IndexType::BTree, Some(index_name(ID_COLUMN)), &index, true).await.unwrap();
                         }
                     }
                 }
-                for segment in id_segments(&ds).await.unwrap() {
-                    keep_key_run(&ds, &segment, &kept_runs).await.unwrap();
-                }
-                while keep_fragment_run(&ds, &kept_runs).await.unwrap() {}
                 let fresh_runs = KeyRuns::default();
-                for segment in id_segments(&ds).await.unwrap() {
-                    keep_key_run(&ds, &segment, &fresh_runs).await.unwrap();
+                for runs in [&kept_runs, &fresh_runs] {
+                    for key in &keys {
+                        for segment in id_segments(&ds).await.unwrap() {
+                            keep_key_run(&ds, key, &segment, runs).await.unwrap();
+                        }
+                        while keep_fragment_run(&ds, key, runs).await.unwrap() {}
+                    }
                 }
-                while keep_fragment_run(&ds, &fresh_runs).await.unwrap() {}
+                let every_runs = [(&KeyRuns::default(), "no runs"), (&fresh_runs, "runs of this version"), (&kept_runs, "runs kept across versions")];
                 // Random ids (some stored), only stored ones, only absent ones.
                 let random: BTreeSet<&str> = (0..40).map(|_| universe[next(150)].as_str()).collect();
-                let stored_only: Vec<&str> = live.iter().map(String::as_str).filter(|_| next(2) == 0).collect();
-                let absent_only: Vec<&str> = universe.iter().map(String::as_str).filter(|id| !live.contains(*id)).take(20).collect();
+                let stored_only: Vec<&str> = live.keys().map(String::as_str).filter(|_| next(2) == 0).collect();
+                let absent_only: Vec<&str> = universe.iter().map(String::as_str).filter(|id| !live.contains_key(*id)).take(20).collect();
                 for probe in [random.into_iter().collect::<Vec<_>>(), stored_only, absent_only] {
                     let scanned = scanned_ids(&ds, &probe).await;
-                    let modelled: BTreeSet<String> = probe.iter().filter(|id| live.contains(**id)).map(|id| id.to_string()).collect();
+                    let modelled: BTreeSet<String> = probe.iter().filter(|id| live.contains_key(**id)).map(|id| id.to_string()).collect();
                     assert_eq!(scanned, modelled, "seed {seed} step {step}: the scan sees the model's table");
-                    for (runs, which) in [(&KeyRuns::default(), "no runs"), (&fresh_runs, "runs of this version"), (&kept_runs, "runs kept across versions")] {
+                    for (runs, which) in every_runs {
                         assert_eq!(stored_ids(&ds, &probe, runs).await.unwrap(), scanned, "seed {seed} step {step}, {which}");
+                    }
+                }
+                // Some shared values (and one no row has); some tuples, a null member among them.
+                let values: Vec<String> = (0..4).map(|_| format!("s{}", next(12))).chain(["none".to_owned()]).collect();
+                let tuples: Vec<Row> = (0..6).map(|i| random_row(&mut next, &format!("probe{i}"))).collect();
+                let probes = [
+                    (&shared, write_probe(&["v"], &values.iter().map(|v| (String::new(), v.clone(), None)).collect::<Vec<_>>())),
+                    (&tuple, write_probe(&["v", "w"], &tuples)),
+                ];
+                for (key, probe) in &probes {
+                    let bytes = key.bytes(probe).unwrap();
+                    let wanted: BTreeSet<&[u8]> = (0..bytes.len()).filter_map(|row| bytes.get(row)).collect();
+                    // The model's rows with those keys, keyed as the probe is.
+                    let model = write_probe(&key.columns(), &live.values().cloned().collect::<Vec<_>>());
+                    let model_bytes = key.bytes(&model).unwrap();
+                    let expected: BTreeSet<String> =
+                        live.keys().enumerate().filter(|(row, _)| model_bytes.get(*row).is_some_and(|k| wanted.contains(k))).map(|(_, id)| id.clone()).collect();
+                    for (runs, which) in every_runs {
+                        match keyed_ids(&ds, key, probe, runs).await {
+                            Some(found) => assert_eq!(found, expected, "seed {seed} step {step}, key {key:?}, {which}"),
+                            None => assert!(which == "no runs", "seed {seed} step {step}, key {key:?}: {which} did not answer"),
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// A row of id `id` with random `v` (of 12) and `w` (of 5, or null).
+    fn random_row(next: &mut impl FnMut(usize) -> usize, id: &str) -> Row {
+        (id.to_owned(), format!("s{}", next(12)), (next(4) != 0).then(|| next(5) as i32))
+    }
+
+    /// A batch of `rows`' columns named in `columns` (`v`, `w`).
+    fn write_probe(columns: &[&str], rows: &[Row]) -> RecordBatch {
+        let mut fields = Vec::new();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        for column in columns {
+            match *column {
+                "v" => {
+                    fields.push(Field::new("v", arrow_schema::DataType::Utf8, false));
+                    arrays.push(Arc::new(StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>())));
+                }
+                _ => {
+                    fields.push(Field::new("w", arrow_schema::DataType::Int32, true));
+                    arrays.push(Arc::new(arrow_array::Int32Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())));
+                }
+            }
+        }
+        RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), arrays).unwrap()
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl Graph {
             let one = match source {
                 Source::Rows(batch) => {
                     let rows = with_generated_ids(batch, &tables::stored_schema(def), &mut ids)?;
-                    tables::stage(&self.root, Arc::new(base), mode, rows, properties, &self.key_runs).await?
+                    tables::stage(&self.root, Arc::new(base), mode, rows, properties, &tables::keys_of(def), &self.key_runs).await?
                 }
                 Source::CopyOf(pin) => {
                     let from = tables::open_pinned(&self.root, &path, &pin).await?;

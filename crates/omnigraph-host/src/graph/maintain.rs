@@ -198,12 +198,12 @@ impl Graph {
                 let work = match tables::next_job(&ds, def, &self.declared_indexes(def)).await? {
                     Some(tables::Job::FoldIndex(name)) => {
                         let fold = tables::prepare_fold(&ds, &name).await?;
-                        fold.warm_key_runs(&ds, &self.key_runs).await?;
+                        fold.warm_key_runs(&ds, &tables::keys_of(def), &self.key_runs).await?;
                         Prepared::Fold(fold)
                     }
                     Some(tables::Job::Compact) => match tables::prepare_compaction(&ds).await? {
                         Some(compaction) => {
-                            compaction.warm_key_runs(&ds, &self.key_runs).await?;
+                            compaction.warm_key_runs(&ds, &tables::keys_of(def), &self.key_runs).await?;
                             Prepared::Compaction(compaction)
                         }
                         None => continue,
@@ -319,9 +319,12 @@ impl Graph {
     /// Builds one missing key run (src/keys.rs) of any branch's tables, and
     /// drops the runs no head lists any more; whether it built one. Not a
     /// graph commit: runs are this process's memory, not the graph's state.
+    /// `_id` runs come first (every load looks ids up), then the other
+    /// keys' (`@card`, `@unique`), so that under the rows bound the ids'
+    /// runs are the ones kept.
     async fn warm_key_run(&self) -> Result<bool, EngineError> {
         let (mut listed_segments, mut uncovered, mut fragments) = (Vec::new(), Vec::new(), Vec::new());
-        let mut built = false;
+        let mut tables_owned = Vec::new();
         for head in self.branches().await? {
             for def in &self.schema.types {
                 let pin = &head.tables[&def.name];
@@ -330,23 +333,30 @@ impl Graph {
                 }
                 let ds = tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;
                 let segments = tables::id_segments(&ds).await?;
-                for segment in &segments {
-                    if !built && !self.key_runs.has(segment) {
-                        built = tables::keep_key_run(&ds, segment, &self.key_runs).await?;
-                    }
-                }
-                if !built {
-                    built = tables::keep_fragment_run(&ds, &self.key_runs).await?;
-                }
                 // A fragment a segment covers is answered by the segment's run.
                 let covered = tables::covered_fragments(&segments);
                 uncovered.extend(ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).map(|f| f.metadata().clone()));
                 fragments.extend(ds.manifest().fragments.iter().cloned());
-                listed_segments.extend(segments);
+                listed_segments.extend(segments.iter().cloned());
+                tables_owned.push((def, ds, segments));
             }
         }
         self.key_runs.retain(&listed_segments, &uncovered, &fragments);
-        Ok(built)
+        for ids_only in [true, false] {
+            for (def, ds, segments) in &tables_owned {
+                for key in tables::keys_of(def).iter().filter(|key| key.is_id() == ids_only) {
+                    for segment in segments {
+                        if !self.key_runs.has(segment, key) && tables::keep_key_run(ds, key, segment, &self.key_runs).await? {
+                            return Ok(true);
+                        }
+                    }
+                    if tables::keep_fragment_run(ds, key, &self.key_runs).await? {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Builds every missing key run, as the server's maintenance does in
