@@ -116,15 +116,19 @@ fn batch(kind: &str, n: usize, round: usize) -> (Mode, String) {
     (mode, out)
 }
 
-async fn timed_load(graph: &Graph, kind: &str, n: usize, round: usize) -> Duration {
+/// The phases of a load the engine times (`LoadTimings`), by name.
+const PHASES: [&str; 9] = ["validate", "lease", "head", "checks", "stage", "record", "commit", "sync", "publish"];
+
+/// How long the load took, and each of its [`PHASES`].
+async fn timed_load(graph: &Graph, kind: &str, n: usize, round: usize) -> (Duration, [Duration; 9]) {
     let branch = format!("{}-{round}", kind.replace('_', "-"));
     graph.create_branch(&branch, "main", "bench").await.unwrap();
     let (mode, batch) = batch(kind, n, round);
     let start = Instant::now();
     let receipt = graph.load(request(&branch, mode, batch)).await;
     let took = start.elapsed();
-    receipt.unwrap_or_else(|e| panic!("{kind} into {n}: {e}"));
-    took
+    let t = receipt.unwrap_or_else(|e| panic!("{kind} into {n}: {e}")).timings;
+    (took, [t.validate, t.lease, t.head, t.checks, t.stage, t.record, t.commit, t.sync, t.publish])
 }
 
 fn main() {
@@ -138,12 +142,15 @@ fn main() {
         let large_graph = built(&dir.path().join("large"), validator.clone(), large).await;
         println!("built graphs of {SMALL} and {large} rows a table in {:.0} s", started.elapsed().as_secs_f64());
         let mut times: Vec<[Vec<Duration>; 2]> = KINDS.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+        let mut phases: Vec<[Vec<[Duration; 9]>; 2]> = KINDS.iter().map(|_| [Vec::new(), Vec::new()]).collect();
         for round in 0..rounds {
             for (k, kind) in KINDS.iter().enumerate() {
                 // Alternated: which size goes first changes every round.
                 for side in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
                     let (graph, n) = if side == 0 { (&small_graph, SMALL) } else { (&large_graph, large) };
-                    times[k][side].push(timed_load(graph, kind, n, round).await);
+                    let (took, phased) = timed_load(graph, kind, n, round).await;
+                    times[k][side].push(took);
+                    phases[k][side].push(phased);
                 }
             }
         }
@@ -152,6 +159,10 @@ fn main() {
         for (k, kind) in KINDS.iter().enumerate() {
             let (small, big) = (median(&times[k][0]), median(&times[k][1]));
             println!("{kind}: {ROWS} rows into {SMALL} {} ms, into {large} {} ms (medians of {rounds})", ms(small), ms(big));
+            // Where the difference is: each phase's median at both sizes.
+            let phase = |side: usize, p: usize| ms(median(&phases[k][side].iter().map(|t| t[p]).collect::<Vec<_>>()));
+            let split: Vec<String> = PHASES.iter().enumerate().map(|(p, name)| format!("{name} {}/{}", phase(0, p), phase(1, p))).collect();
+            println!("  phases, ms into {SMALL}/{large}: {}", split.join(", "));
             lines.push(target(&format!("{kind}_into_{tag}_vs_8k"), ratio(big, small), 1.2));
         }
         for line in lines {

@@ -15,9 +15,9 @@
 //! its ids once and reads one bucket per id and run, an id's bytes only where
 //! its hash matches (a collision costs a comparison, never an answer): O(batch)
 //! per run, whatever the table's size, and the probes of different ids do not
-//! wait on each other. The runs a merge searches are dealt out to
-//! `KEY_LOOKUP_THREADS` threads (`keys::find_in_runs`): a probe is a cache
-//! miss more than work. The runs live in the host process's
+//! wait on each other. A merge's ids are dealt out to `KEY_LOOKUP_THREADS`
+//! threads, each probing every run with its share (`keys::find_in_runs`): a
+//! probe is a cache miss more than work. The runs live in the host process's
 //! memory (`Graph::key_runs`, at most [`MAX_KEY_RUN_ROWS`] rows in all), keyed by
 //! segment uuid, and are dropped when no head lists their segment.
 //!
@@ -89,7 +89,7 @@ use lance::table::format::{DeletionFile, Fragment, IndexMetadata};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
 use crate::error::EngineError;
-use crate::limits::{KEY_LOOKUP_THREADS, MAX_KEY_RUN_ROWS};
+use crate::limits::{KEY_LOOKUP_THREADS, MAX_KEY_RUN_ROWS, MIN_KEYS_PER_LOOKUP_THREAD};
 
 /// The column Lance's scans add for `with_row_address` (`lance_core::ROW_ADDR`).
 const ROW_ADDRESS_COLUMN: &str = "_rowaddr";
@@ -436,18 +436,19 @@ impl KeyRun {
 }
 
 /// Adds up what [`KeyRun::find_sorted`] finds in each of `runs` (each with
-/// its base), the runs dealt out to [`KEY_LOOKUP_THREADS`] threads: a probe
-/// is a cache miss more than work, so the misses of two cores overlap.
+/// its base), the keys dealt out to [`KEY_LOOKUP_THREADS`] threads: a
+/// probe is a cache miss more than work, so the misses of two cores overlap.
 pub fn find_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) -> RoaringTreemap {
-    dealt_out(runs, |run, base, found: &mut RoaringTreemap| run.find_sorted(keys, base, found), |found, other| found | other)
+    dealt_out(runs, keys, |run, base, keys, _, found: &mut RoaringTreemap| run.find_sorted(keys, base, found), |found, other| found | other)
 }
 
 /// What [`KeyRun::find_each`] finds in each of `runs`: (index in `keys`,
-/// address) pairs, the runs dealt out as [`find_in_runs`] deals them.
+/// address) pairs, the keys dealt out as [`find_in_runs`] deals them.
 pub fn find_pairs_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) -> Vec<(usize, u64)> {
     dealt_out(
         runs,
-        |run, base, found: &mut Vec<(usize, u64)>| run.find_each(keys, base, |k, address| found.push((k, address))),
+        keys,
+        |run, base, keys, first, found: &mut Vec<(usize, u64)>| run.find_each(keys, base, |k, address| found.push((first + k, address))),
         |mut found, other| {
             found.extend(other);
             found
@@ -455,27 +456,36 @@ pub fn find_pairs_in_runs(runs: &[(Arc<KeyRun>, u64)], keys: &[(u64, &[u8])]) ->
     )
 }
 
-/// `find` over `runs` dealt out to [`KEY_LOOKUP_THREADS`] threads, each
-/// share's findings joined by `join`.
+/// `find` of every run with a share of `keys` (a contiguous range of the
+/// hash order, so a thread reads its own part of each run; given with the
+/// index of its first key) on each of up to [`KEY_LOOKUP_THREADS`] threads,
+/// the shares' findings joined by `join`. Keys, not runs, are dealt out:
+/// one run is usually most of a table (its oldest segment's), and its
+/// probes, out of cache, are most of the time.
 fn dealt_out<T: Default + Send>(
     runs: &[(Arc<KeyRun>, u64)],
-    find: impl Fn(&KeyRun, u64, &mut T) + Sync,
+    keys: &[(u64, &[u8])],
+    find: impl Fn(&KeyRun, u64, &[(u64, &[u8])], usize, &mut T) + Sync,
     join: impl Fn(T, T) -> T,
 ) -> T {
-    let share = |share: usize| {
+    let share = |range: std::ops::Range<usize>| {
         let mut found = T::default();
-        for (run, base) in runs.iter().skip(share).step_by(KEY_LOOKUP_THREADS) {
-            find(run, *base, &mut found);
+        for (run, base) in runs {
+            find(run, *base, &keys[range.clone()], range.start, &mut found);
         }
         found
     };
-    if runs.len() < 2 {
-        return share(0);
+    let threads = (keys.len() / MIN_KEYS_PER_LOOKUP_THREAD).clamp(1, KEY_LOOKUP_THREADS);
+    if threads == 1 || runs.is_empty() {
+        return share(0..keys.len());
     }
+    let per_thread = keys.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let share = &share;
-        let others: Vec<_> = (1..KEY_LOOKUP_THREADS).map(|n| scope.spawn(move || share(n))).collect();
-        others.into_iter().fold(share(0), |found, other| join(found, other.join().expect("a key lookup thread")))
+        let others: Vec<_> = (1..threads)
+            .map(|n| scope.spawn(move || share(n * per_thread..((n + 1) * per_thread).min(keys.len()))))
+            .collect();
+        others.into_iter().fold(share(0..per_thread), |found, other| join(found, other.join().expect("a key lookup thread")))
     })
 }
 
@@ -684,6 +694,33 @@ impl KeyRuns {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Keys enough for every lookup thread are dealt out, and what each
+    /// share finds carries its key's index in the whole lookup.
+    #[test]
+    fn keys_dealt_out_find_what_one_thread_finds() {
+        let stored: Vec<String> = (0..10_000).map(|i| format!("k{i}")).collect();
+        let ids: Vec<&str> = stored.iter().map(String::as_str).collect();
+        let (first, second) = ids.split_at(6_000);
+        let runs = [
+            (Arc::new(KeyRun::of_rows(first, &HashedIds::of(first).rows)), 1u64 << 32),
+            (Arc::new(KeyRun::of_rows(second, &HashedIds::of(second).rows)), 2u64 << 32),
+        ];
+        let wanted: Vec<String> = (0..2 * KEY_LOOKUP_THREADS * MIN_KEYS_PER_LOOKUP_THREAD).map(|i| format!("k{}", i * 3)).collect();
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let hashed = HashedIds::of(&wanted);
+        let address_of = |id: &str| {
+            let i: u64 = id[1..].parse().unwrap();
+            if i < 6_000 { 1 << 32 | i } else { 2 << 32 | (i - 6_000) }
+        };
+        let expected: RoaringTreemap = wanted.iter().filter(|id| id[1..].parse::<u64>().unwrap() < 10_000).map(|id| address_of(id)).collect();
+        assert_eq!(find_in_runs(&runs, &hashed.sorted), expected);
+        let pairs = find_pairs_in_runs(&runs, &hashed.sorted);
+        assert_eq!(pairs.len() as u64, expected.len());
+        for (k, address) in pairs {
+            assert_eq!(address_of(std::str::from_utf8(hashed.sorted[k].1).unwrap()), address, "key {k}");
+        }
+    }
 
     proptest! {
         /// A run finds exactly the rows a linear scan finds, duplicates included.

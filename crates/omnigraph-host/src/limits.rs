@@ -52,6 +52,10 @@ pub const MAX_KEY_RUN_ROWS: u64 = 8 * 1024 * 1024;
 /// this is tuned for has two cores).
 pub const KEY_LOOKUP_THREADS: usize = 2;
 
+/// Keys a lookup thread takes at least: fewer are probed on the calling
+/// thread alone (a thread's start costs more than they do).
+pub const MIN_KEYS_PER_LOOKUP_THREAD: usize = 1024;
+
 /// An index fold merges the new rows with the newest segments while each
 /// is at most this many times the rows gathered so far (size-tiered):
 /// segments stay O(log table), rows are rewritten O(log table) times.

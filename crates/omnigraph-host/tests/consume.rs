@@ -481,7 +481,7 @@ async fn a_consumer_through_a_host_commits_exactly_once() {
 /// bound instead of refusing a record). One case per set of codes.
 /// Also every code the corpus's reports have.
 fn corpus_refusals() -> (Vec<(String, Mode)>, BTreeSet<String>) {
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
+    let corpus = omnigraph_fuzz_harness::repo_root().join("tests/vectors");
     let mut names: Vec<String> = std::fs::read_dir(&corpus)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
