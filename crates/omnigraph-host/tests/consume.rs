@@ -281,6 +281,13 @@ async fn assert_exactly_once(place: &Place, feed: &Feed, published: &Published) 
         assert!(refused.insert(letter["record"].as_str().unwrap().to_owned()), "dead-lettered twice: {letter}");
     }
     assert!(refused == published.refused, "dead letters: {} of {} refused records", refused.len(), published.refused.len());
+
+    // No gap: every message is held by a commit, or every record of it was dead-lettered.
+    let lettered: BTreeSet<u64> = letters.iter().map(|letter| letter["stream_seq"].as_u64().unwrap()).collect();
+    for seq in 1..=published.messages.len() as u64 {
+        let in_commit = held.range(..=seq).next_back().is_some_and(|(_, &hi)| hi >= seq);
+        assert!(in_commit || lettered.contains(&seq), "message {seq} is in no commit's key and has no dead letter");
+    }
 }
 
 /// The stream-sequence ranges a consumer key (any durable's) says its commit holds.
