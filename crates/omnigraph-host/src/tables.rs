@@ -839,41 +839,88 @@ impl PreparedFold {
 /// Commits a prepared fold on top of `ds` (the table's current version):
 /// Lance checks it against every version since the snapshot it was built
 /// on (loads' appends and updates leave it valid) and lands it as one
-/// version. Its new segments are warmed later ([`FoldWarmup`]).
-pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<(Dataset, FoldWarmup), EngineError> {
-    let warmup = FoldWarmup { name: fold.name.clone(), segments: fold.segments.iter().map(|result| result.segment.uuid).collect() };
+/// version. Its new segments are warmed later ([`IndexWarmup`]).
+pub async fn commit_fold(mut ds: Dataset, fold: PreparedFold) -> Result<(Dataset, IndexWarmup), EngineError> {
+    let warmup = IndexWarmup { name: fold.name.clone(), segments: fold.segments.iter().map(|result| result.segment.uuid).collect() };
     commit_optimize_indices(&mut ds, fold.segments, &fold.options).await?;
     Ok((ds, warmup))
 }
 
-/// The new segments of a committed fold, to load into the index cache once
-/// the fold is published and the lock released: O(segment), which no load
-/// should wait for (merges find their rows through key runs meanwhile; a
-/// lookup loads only the pages it needs).
-pub struct FoldWarmup {
+/// The new segments of a committed fold or index creation, to load into the
+/// index cache once the step is published and the lock released: O(segment),
+/// which no load should wait for (merges find their rows through key runs
+/// meanwhile; a lookup loads only the pages it needs).
+pub struct IndexWarmup {
     name: String,
     segments: Vec<uuid::Uuid>,
 }
 
-impl FoldWarmup {
+impl IndexWarmup {
     pub async fn run(self, ds: &Dataset) -> Result<(), EngineError> {
         Ok(ds.prewarm_index_segments(&self.name, &self.segments).await?)
     }
 }
 
-/// Runs a job that is done under the lock: an index creation (bounded by
-/// what loads added to a young table), warmed before it is published.
-/// `None` for the jobs built off the lock and only committed under it.
-pub async fn run_job(mut ds: Dataset, job: &Job) -> Result<Option<Dataset>, EngineError> {
-    match job {
-        Job::CreateIndex { column, name } => {
-            ds.create_index(&[column.as_str()], IndexType::BTree, Some(name.clone()), &ScalarIndexParams::default(), true).await?;
-            ds.prewarm_index(name).await?;
+/// An index built on a snapshot of a table but not committed. A missing
+/// index reads every row of its column (after an overwrite of a large
+/// table, all of it), so it is built without the writer lock, like a fold.
+pub struct PreparedIndex {
+    pub column: String,
+    pub name: String,
+    segment: IndexMetadata,
+}
+
+/// Builds index `name` on `column` of `ds` (any version; nothing is
+/// written to the manifest).
+pub async fn prepare_index(ds: &Dataset, column: &str, name: &str) -> Result<PreparedIndex, EngineError> {
+    let mut snapshot = ds.clone();
+    let params = ScalarIndexParams::default();
+    let segment = lance::index::CreateIndexBuilder::new(&mut snapshot, &[column], IndexType::BTree, &params)
+        .name(name.to_owned())
+        .execute_uncommitted()
+        .await?;
+    Ok(PreparedIndex { column: column.to_owned(), name: name.to_owned(), segment })
+}
+
+impl PreparedIndex {
+    /// Builds, from the snapshot the index was built on, the runs of each
+    /// of `keys` of its segment if it is the `_id` index's, so loads use
+    /// them as soon as it is published.
+    pub async fn warm_key_runs(&self, ds: &Dataset, keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
+        if self.name == index_name(ID_COLUMN) {
+            for key in keys {
+                keep_key_run(ds, key, &self.segment, key_runs).await?;
+            }
         }
-        // Built off the lock ([`prepare_compaction`], then [`commit_compaction_onto`]).
-        Job::FoldIndex(_) | Job::Compact => return Ok(None),
+        Ok(())
     }
-    Ok(Some(ds))
+}
+
+/// Commits a prepared index on top of `ds`, the table's current version
+/// (the caller checked that no overwrite or restore below the snapshot
+/// came since). What landed since the snapshot leaves it valid: loads'
+/// appends and whole-row updates (the rows they added are folded in
+/// later, the rows they deleted are dropped by deletion vectors), and a
+/// crashed step's version restored away. `None`, and the step dropped, if
+/// a compaction rewrote rows since (the index would name fragments by
+/// what they were) or the table has an index of that name by now (another
+/// host's). Committed as read at the current version: Lance would
+/// otherwise count a crashed step's index creation, restored away, as a
+/// concurrent one.
+pub async fn commit_index(ds: Dataset, prepared: PreparedIndex) -> Result<Option<(Dataset, IndexWarmup)>, EngineError> {
+    if ds.load_indices().await?.iter().any(|index| index.name == prepared.name) {
+        return Ok(None);
+    }
+    let current = ds.version().version;
+    for version in prepared.segment.dataset_version + 1..=current {
+        if let Some(Operation::Rewrite { .. }) = ds.read_transaction_by_version(version).await?.map(|t| t.operation) {
+            return Ok(None);
+        }
+    }
+    let warmup = IndexWarmup { name: prepared.name.clone(), segments: vec![prepared.segment.uuid] };
+    let operation = Operation::CreateIndex { new_indices: vec![prepared.segment], removed_indices: vec![] };
+    let ds = CommitBuilder::new(Arc::new(ds)).execute(Transaction::new(current, operation, None)).await?;
+    Ok(Some((ds, warmup)))
 }
 
 /// Whether the table was replaced since `version` of its Lance branch (an

@@ -302,26 +302,40 @@ async fn a_fold_is_built_without_the_lock_and_lands_on_top_of_loads() {
     let compacted = graph.maintain_step().await.unwrap().expect("a step");
     assert_eq!(compacted.maintenance.as_deref(), Some("compact small fragments"));
 
-    // Hold the step once its fold is built, until the load below is done.
-    let (step, release) = hold_a_step_once_prepared(&graph).await;
-    let during = tokio::time::timeout(Duration::from_secs(60), load(&graph, "main", Mode::Merge, &person("During", 3))).await;
-    release.send(()).unwrap();
-    fail::remove("step-prepared");
-    during.expect("the load did not wait for the fold").unwrap();
-
-    let step = step.await.unwrap().unwrap().expect("a step");
-    assert_eq!(step.maintenance.as_deref(), Some("fold new rows into og_id_idx"));
-    let head = graph.head("main").await.unwrap().unwrap();
-    assert_eq!(head.seq, step.seq, "the fold published after the load");
-    assert_eq!(graph.commit_at("main", step.seq - 1).await.unwrap().kind, CommitKind::Load);
+    step_built_while_a_load_commits(&graph, "fold new rows into og_id_idx").await;
     assert_eq!(counts(&graph, "main").await["Person"], many as u64 + 2);
-    // Ids from before the fold's snapshot, inside it and after it are all found.
-    let clash = format!("{}{}{}{}", person("First", 1), person("p17", 1), person("During", 1), person("fresh", 1));
-    let refused = load(&graph, "main", Mode::Append, &clash).await.unwrap_err();
-    let omnigraph_host::EngineError::Rejected { conflicts, .. } = refused else { panic!("{refused:?}") };
-    let mut ids: Vec<_> = conflicts.iter().map(|c| c.id.clone()).collect();
-    ids.sort();
-    assert_eq!(ids, ["During", "First", "p17"]);
+    assert_ids_found(&graph).await;
+    assert_heads_published(&graph).await;
+    scenario.teardown();
+}
+
+/// A missing index reads its whole column (after an overwrite of a large
+/// table, all of it), so it is built without the writer lock: a load
+/// commits while the creation is held built but not committed, and the
+/// index then lands on top of that load. It covers the rows of its snapshot
+/// (the load's are folded in later) and every row is found.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_index_is_created_without_the_lock_and_lands_on_top_of_loads() {
+    let scenario = fail::FailScenario::setup();
+    let place = place().await;
+    let graph = Arc::new(init(&place).await);
+    // Every table indexed; then an overwrite replaces Person's, indexes and all.
+    graph.optimize(100).await.unwrap();
+    let people: String = (0..100).map(|i| person(&format!("p{i}"), 2)).collect();
+    load(&graph, "main", Mode::Overwrite, &format!("{}{people}", person("First", 1))).await.unwrap();
+
+    step_built_while_a_load_commits(&graph, "create index og_id_idx").await;
+    let head = graph.head("main").await.unwrap().unwrap();
+    // Built on the snapshot before the load: the load's fragment is not covered.
+    let ds = tables::open_pinned(graph.root(), &table_path(TableKind::Node, "Person"), &head.tables["Person"]).await.unwrap();
+    let segments = tables::id_segments(&ds).await.unwrap();
+    assert_eq!(segments.len(), 1);
+    let covered = tables::covered_fragments(&segments);
+    let uncovered = ds.get_fragments().iter().filter(|f| !covered.contains(f.id() as u32)).count();
+    assert_eq!(uncovered, 1, "the load's fragment, written after the snapshot the index was built on");
+    assert_ids_found(&graph).await;
+    assert_ids_found(&reopen(&place).await).await;
     assert_heads_published(&graph).await;
     scenario.teardown();
 }
@@ -460,6 +474,35 @@ async fn a_compaction_built_before_its_branch_was_deleted_and_created_again_is_d
     }
     assert_heads_published(&graph).await;
     scenario.teardown();
+}
+
+/// Holds a maintenance step once it is built off the lock while a load of
+/// `During` commits, then lets it finish: it must be the step `described`,
+/// published after the load.
+#[cfg(feature = "failpoints")]
+async fn step_built_while_a_load_commits(graph: &Arc<Graph>, described: &str) {
+    let (step, release) = hold_a_step_once_prepared(graph).await;
+    let during = tokio::time::timeout(Duration::from_secs(60), load(graph, "main", Mode::Merge, &person("During", 3))).await;
+    release.send(()).unwrap();
+    fail::remove("step-prepared");
+    during.expect("the load waited for the step").unwrap();
+    let step = step.await.unwrap().unwrap().expect("a step");
+    assert_eq!(step.maintenance.as_deref(), Some(described));
+    let head = graph.head("main").await.unwrap().unwrap();
+    assert_eq!(head.seq, step.seq, "the step published after the load");
+    assert_eq!(graph.commit_at("main", step.seq - 1).await.unwrap().kind, CommitKind::Load);
+}
+
+/// Ids from before a step's snapshot (`First`, `p17`), and after it
+/// (`During`) are all found: an append of them is refused for exactly those.
+#[cfg(feature = "failpoints")]
+async fn assert_ids_found(graph: &Graph) {
+    let clash = format!("{}{}{}{}", person("First", 1), person("p17", 1), person("During", 1), person("fresh", 1));
+    let refused = load(graph, "main", Mode::Append, &clash).await.unwrap_err();
+    let omnigraph_host::EngineError::Rejected { conflicts, .. } = refused else { panic!("{refused:?}") };
+    let mut ids: Vec<_> = conflicts.iter().map(|c| c.id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, ["During", "First", "p17"]);
 }
 
 /// A graph whose Person table holds `First` and is indexed: the start of

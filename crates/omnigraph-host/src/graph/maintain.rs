@@ -18,9 +18,11 @@
 //!                           CLI: `optimize`, and once after a split file's last batch on a
 //!                           local root, up to 4 steps per batch it committed; never between
 //!                           a run's batches)
-//!   off the lock (loads go on): the first table of any branch whose next job is an index
-//!     fold or a compaction is opened at the version its head pins and the step is built
-//!     there: a fold (tables::prepare_fold: size-tiered, merging the new rows with the
+//!   off the lock (loads go on): the first table of any branch that has a next job is
+//!     opened at the version its head pins and the step is built there: a missing index
+//!     (og_id/src/dst, first @unique member, each @index; tables::prepare_index, all of the
+//!     column, the whole table after an overwrite; an _id index also builds its key runs),
+//!     a fold (tables::prepare_fold: size-tiered, merging the new rows with the
 //!     newest segments at most FOLD_TIER_RATIO× their size, so a fold usually writes what
 //!     loads added; an _id fold also builds its new segments' key runs), or a compaction
 //!     of the small fragments no index covers yet (at least MIN_SMALL_FRAGMENTS, or
@@ -37,27 +39,27 @@
 //!       since the snapshot from a rewritten fragment is deleted from the new fragments
 //!       too (the rewrite holds the snapshot's live rows in fragment and offset order),
 //!       the new fragments' ids reserved first (deletion files are named by fragment id),
-//!       one Rewrite on the current version; a fragment gone since: planned again; or else
-//!     for each branch head and each table the branch owns, the first job (tables::next_job)
-//!       done under the lock: create a missing index (og_id/src/dst, first @unique member,
-//!       each @index), warmed (folds and compactions are left to the next step, off the lock)
+//!       one Rewrite on the current version; a fragment gone since: planned again; or
+//!     a prepared index (tables::commit_index): one CreateIndex on the current version,
+//!       dropped if a compaction rewrote rows since or the index exists by now
 //!   fenced: every version above the pin is the step's own (CreateIndex, ReserveFragments,
 //!   Rewrite); then a commit of kind `maintain` (same rows, the table's new pin,
 //!   `maintenance` says what), put-if-absent. No recovery record: a crash before the
 //!   publish leaves a version above the pin, restored away by the next writer.
 //!   A server that shuts down (SIGTERM/SIGINT) finishes the step in flight, then
 //!   stops; it cuts only the wait between rounds and a version cleanup short.
+//!   after the publish, off the lock: a new index's or fold's segments into the index cache.
 //! Graph::maintain_if_due, before each step: the key runs merges lack (keys.rs), one per
-//!   round, none a graph commit; a fold of `_id` builds the runs of its new segments
-//!   before its commit, off the lock, so merges use them from its publish on.
+//!   round, none a graph commit; an `_id` index's creation or fold builds the runs of its
+//!   new segments before its commit, off the lock, so loads use them from its publish on.
 //! ```
 //!
 //! Under the lock a step does work bounded by what loads added since the last
 //! step (a compaction's commit reads the deletion vectors of the fragments it
-//! rewrote and writes those of the new ones; a fold's commit writes one
-//! manifest and warms one new segment), so a load waits for at most that. The
-//! row rewriting of a compaction and the O(index) part of a fold never hold
-//! the lock.
+//! rewrote and writes those of the new ones; a fold's or an index creation's
+//! commit writes one manifest), so a load waits for at most that. The row
+//! rewriting of a compaction, the O(index) part of a fold and the O(table)
+//! build of a missing index never hold the lock.
 
 use std::sync::atomic::Ordering;
 
@@ -84,6 +86,7 @@ struct PendingStep {
 }
 
 enum Prepared {
+    Index(tables::PreparedIndex),
     Fold(tables::PreparedFold),
     Compaction(tables::PreparedCompaction),
 }
@@ -97,8 +100,8 @@ impl Graph {
     /// each is built first, without the writer lock, on the snapshot a head
     /// pins (loads go on meanwhile), and only its commit, on top of whatever
     /// loads landed since, holds the lock (a compaction's commit carries
-    /// over the deletions those loads made). Index creation on a new table
-    /// is bounded by what loads added and runs under it.
+    /// over the deletions those loads made). A missing index (a new table's,
+    /// or any table's after an overwrite) is built the same way.
     pub async fn maintain_step(&self) -> Result<Option<Commit>, EngineError> {
         let pending = self.prepare_step().await?;
         fail_point!("step-prepared");
@@ -126,6 +129,13 @@ impl Graph {
                 if let Some(ds) = ds {
                     let read_version = ds.version().version;
                     let (job, ds, warmup) = match pending.work {
+                        Prepared::Index(index) => {
+                            let job = tables::Job::CreateIndex { column: index.column.clone(), name: index.name.clone() };
+                            match tables::commit_index(ds, index).await? {
+                                Some((ds, warmup)) => (job, Some(ds), Some(warmup)),
+                                None => (job, None, None),
+                            }
+                        }
                         Prepared::Fold(fold) => {
                             let job = tables::Job::FoldIndex(fold.name.clone());
                             let (ds, warmup) = tables::commit_fold(ds, fold).await?;
@@ -139,29 +149,6 @@ impl Graph {
                         let commit = self.publish_step(&lease, &head, def, read_version, ds, &job).await?;
                         return Ok(Some((commit, warmup.map(|w| (pending.table, w)))));
                     }
-                }
-            }
-            for head in self.branches().await? {
-                for def in &self.schema.types {
-                    let pin = &head.tables[&def.name];
-                    // A table another branch owns is maintained through it.
-                    if !pin.owned_by(head.lance_branch.as_deref()) {
-                        continue;
-                    }
-                    let path = table_path(def.kind, &def.name);
-                    let ds = self
-                        .settle(&path, pin.lance_branch.as_deref(), pin.version)
-                        .await?;
-                    let Some(job) = tables::next_job(&ds, def, &self.declared_indexes(def)).await?
-                    else {
-                        continue;
-                    };
-                    let read_version = ds.version().version;
-                    let Some(ds) = tables::run_job(ds, &job).await? else {
-                        continue;
-                    };
-                    let commit = self.publish_step(&lease, &head, def, read_version, ds, &job).await?;
-                    return Ok(Some((commit, None)));
                 }
             }
             Ok(None)
@@ -196,6 +183,11 @@ impl Graph {
                 let ds =
                     tables::open_pinned(&self.root, &table_path(def.kind, &def.name), pin).await?;
                 let work = match tables::next_job(&ds, def, &self.declared_indexes(def)).await? {
+                    Some(tables::Job::CreateIndex { column, name }) => {
+                        let index = tables::prepare_index(&ds, &column, &name).await?;
+                        index.warm_key_runs(&ds, &tables::keys_of(def), &self.key_runs).await?;
+                        Prepared::Index(index)
+                    }
                     Some(tables::Job::FoldIndex(name)) => {
                         let fold = tables::prepare_fold(&ds, &name).await?;
                         fold.warm_key_runs(&ds, &tables::keys_of(def), &self.key_runs).await?;
@@ -208,7 +200,7 @@ impl Graph {
                         }
                         None => continue,
                     },
-                    _ => continue,
+                    None => continue,
                 };
                 return Ok(Some(PendingStep { branch: head.branch.clone(), table: t, built_on: pin.clone(), work }));
             }
