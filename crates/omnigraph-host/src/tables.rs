@@ -174,7 +174,13 @@ pub async fn stage(
         Mode::Overwrite => {
             let mut params = root.write_params(WriteMode::Overwrite);
             params.transaction_properties = properties;
-            let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch]).await?;
+            let transaction = InsertBuilder::new(dataset.clone()).with_params(&params).execute_uncommitted(vec![batch.clone()]).await?;
+            // The table is these fragments now, with no index: their runs
+            // answer the next loads until maintenance indexes them.
+            if let Operation::Overwrite { fragments, .. } = &transaction.operation {
+                let ids: Vec<&str> = strings(batch.column_by_name(ID_COLUMN).expect("id column")).collect();
+                keep_written_runs(key_runs, fragments, &ids, &HashedIds::of(&ids).rows, &batch, keys)?;
+            }
             Ok(Staged { dataset, transaction, affected_rows: None, merged: None })
         }
         Mode::Merge | Mode::Append => stage_upsert(root, dataset, mode, batch, properties, keys, key_runs).await,

@@ -149,6 +149,24 @@ async fn merges_answered_by_key_runs_replace_each_stored_row_once() {
     assert_heads_published(&g).await;
 }
 
+/// An overwrite leaves its table with no index: the next loads find its
+/// rows in the key runs of what it wrote (every key's: `_id`, and the
+/// `@unique` email), not by reading the table, until maintenance indexes it.
+#[tokio::test]
+async fn an_overwrites_rows_are_found_through_the_runs_of_what_it_wrote() {
+    let dir = place().await;
+    let g = init(&dir).await;
+    let with_email = |name: &str| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{name}\",\"email\":\"{name}@x.org\"}}}}\n");
+    let people: String = ["P1", "P2", "P3", "P4", "P5"].iter().map(|n| with_email(n)).collect();
+    load(&g, "main", Mode::Overwrite, &people).await.unwrap();
+    assert_eq!(g.key_run_rows(), 10, "five ids and five emails");
+    let r = load(&g, "main", Mode::Merge, &format!("{}{}", with_email("P3"), with_email("P6"))).await.unwrap();
+    let person_counts = &r.commit.unwrap().counts["Person"];
+    assert_eq!((person_counts.inserted, person_counts.updated), (1, 1));
+    let steals = "{\"type\":\"Person\",\"data\":{\"name\":\"P7\",\"email\":\"P2@x.org\"}}\n";
+    assert_eq!(conflicts_of(load(&g, "main", Mode::Merge, steals).await), [triple("unique_violation", "Person", "P7")]);
+}
+
 async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
     let c = counts(g, "main").await;
     ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()
