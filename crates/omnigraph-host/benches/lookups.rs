@@ -17,7 +17,9 @@
 //! * `unique_tuple`: new places, merged (the two-member `@unique`).
 //!
 //! cargo bench --profile dev -p omnigraph-host --bench lookups
-//! (`LOOKUPS_ROWS`, `LOOKUPS_ROUNDS` default 5)
+//! (`LOOKUPS_ROWS`, `LOOKUPS_ROUNDS` default 5; `LOOKUPS_KEY_RUN_ROWS`, the
+//! graphs' `EngineConfig::key_run_rows`, default `MAX_KEY_RUN_ROWS`: the
+//! large graph's runs hold 7 rows per row of a table)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,10 +64,15 @@ fn request(branch: &str, mode: Mode, batch: String) -> LoadRequest {
     }
 }
 
+fn engine_config() -> EngineConfig {
+    let key_run_rows = env_count("LOOKUPS_KEY_RUN_ROWS", omnigraph_host::limits::MAX_KEY_RUN_ROWS as usize) as u64;
+    EngineConfig { key_run_rows, ..EngineConfig::default() }
+}
+
 /// A graph of `n` rows a table at `dir`, maintained, reopened warm.
 async fn built(dir: &std::path::Path, validator: Arc<Validator>, n: usize) -> Graph {
     let root = GraphRoot::create(dir.to_str().unwrap(), Default::default()).unwrap();
-    let graph = Graph::init(root, SCHEMA, validator.clone(), EngineConfig::default()).await.unwrap();
+    let graph = Graph::init(root, SCHEMA, validator.clone(), engine_config()).await.unwrap();
     for start in (0..n).step_by(ROWS) {
         let end = (start + ROWS).min(n);
         let mut batch = String::new();
@@ -84,7 +91,7 @@ async fn built(dir: &std::path::Path, validator: Arc<Validator>, n: usize) -> Gr
     }
     drop(graph);
     let root = GraphRoot::new(dir.to_str().unwrap(), Default::default()).unwrap();
-    let graph = Graph::open(root, validator, EngineConfig::default()).await.unwrap();
+    let graph = Graph::open(root, validator, engine_config()).await.unwrap();
     graph.warm_key_runs().await.unwrap();
     graph
 }

@@ -67,6 +67,9 @@ pub struct EngineConfig {
     /// The batch bounds (SPEC §5) every load and dry run is validated with,
     /// and that `/rules` reports.
     pub limits: Limits,
+    /// Rows this graph's key runs may hold in all (src/keys.rs): about 40
+    /// bytes each. Runs that do not fit are answered by Lance's indexes.
+    pub key_run_rows: u64,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +80,7 @@ impl Default for EngineConfig {
             lease_wait: DEFAULT_LEASE_WAIT,
             durable: true,
             limits: Limits::default(),
+            key_run_rows: crate::limits::MAX_KEY_RUN_ROWS,
         }
     }
 }
@@ -358,6 +362,7 @@ impl Graph {
         } else {
             root.without_fsync()
         };
+        let key_runs = crate::keys::KeyRuns::holding_at_most(config.key_run_rows);
         Graph {
             root,
             schema_source,
@@ -370,7 +375,7 @@ impl Graph {
             heads: std::sync::Mutex::new(HashMap::new()),
             record_written: AtomicBool::new(false),
             maintenance_due: AtomicBool::new(true),
-            key_runs: Default::default(),
+            key_runs,
         }
     }
 

@@ -41,8 +41,11 @@ pub const RENEW_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// stay proportional to the batch.
 pub const MAX_UNINDEXED_ROWS: u64 = 65_536;
 
-/// Rows the key runs of one process hold in all (src/keys.rs), about
-/// 24 bytes plus the id's length each: 8M rows of 16-byte ids are ~320 MiB.
+/// Rows one graph's key runs hold in all (src/keys.rs; the default of
+/// `EngineConfig::key_run_rows`), about 24 bytes plus the key's length
+/// each: 8M rows of 16-byte ids are ~320 MiB. Every key counts (`_id`,
+/// `_src` of an edge with `@card`, each `@unique`), so a table of a million
+/// rows with one `@unique` holds 2M.
 /// A segment whose run would not fit is looked up through Lance's index.
 /// A fold's run counts net of the runs it absorbs (dropped at its publish),
 /// so while a fold is built and published the runs hold up to twice this.

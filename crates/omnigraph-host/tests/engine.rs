@@ -167,6 +167,23 @@ async fn an_overwrites_rows_are_found_through_the_runs_of_what_it_wrote() {
     assert_eq!(conflicts_of(load(&g, "main", Mode::Merge, steals).await), [triple("unique_violation", "Person", "P7")]);
 }
 
+/// `EngineConfig::key_run_rows` bounds a graph's key runs; what does not
+/// fit is answered by reading fragments and by Lance's indexes, alike.
+#[tokio::test]
+async fn key_runs_stay_within_the_rows_configured() {
+    let dir = place().await;
+    let config = omnigraph_host::EngineConfig { key_run_rows: 3, ..config() };
+    let g = omnigraph_host::Graph::init(dir.root(), SCHEMA, validator(), config).await.unwrap();
+    let five: String = (1..=5).map(|i| person(&format!("P{i}"), i)).collect();
+    load(&g, "main", Mode::Merge, &five).await.unwrap();
+    g.optimize(usize::MAX).await.unwrap();
+    g.warm_key_runs().await.unwrap();
+    assert!(g.key_run_rows() <= 3, "{} rows", g.key_run_rows());
+    let r = load(&g, "main", Mode::Merge, &format!("{}{}", person("P2", 9), person("P6", 1))).await.unwrap();
+    let person_counts = &r.commit.unwrap().counts["Person"];
+    assert_eq!((person_counts.inserted, person_counts.updated), (1, 1));
+}
+
 async fn counts_of(g: &omnigraph_host::Graph) -> Vec<(&'static str, u64)> {
     let c = counts(g, "main").await;
     ["Knows", "Person"].iter().map(|t| (*t, c[*t])).collect()

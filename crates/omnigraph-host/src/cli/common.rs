@@ -25,6 +25,11 @@ pub(crate) struct RootArgs {
     /// before it answers 503 (`graph_busy`, or `recovery_in_progress`).
     #[arg(long, env = "OMNIGRAPH_LEASE_WAIT_MS")]
     pub(crate) lease_wait_ms: Option<u64>,
+    /// Rows each graph's key runs (the in-memory lookups of stored rows)
+    /// may hold in all, about 40 bytes each (default 8,388,608): every
+    /// `_id`, every `@card` edge's source and every `@unique` tuple counts.
+    #[arg(long, env = "OMNIGRAPH_KEY_RUN_ROWS")]
+    pub(crate) key_run_rows: Option<u64>,
     /// Batch bounds (SPEC §5) as JSON, e.g. {"max_table_rows": 4096}; the
     /// rest keep their defaults. Loads are validated with them and `/rules`
     /// reports them.
@@ -118,6 +123,9 @@ impl RootArgs {
         }
         if let Some(ms) = self.lease_wait_ms {
             config.lease_wait = Duration::from_millis(ms);
+        }
+        if let Some(rows) = self.key_run_rows {
+            config.key_run_rows = rows;
         }
         if let Some(path) = &self.limits {
             config.limits = read_limits(path)?;

@@ -35,16 +35,19 @@ pub(crate) struct TargetArgs {
     /// Batch bounds as JSON (local roots; a server's come from its /rules).
     #[arg(long, env = "OMNIGRAPH_LIMITS", conflicts_with = "server")]
     limits: Option<PathBuf>,
+    /// Rows the graph's key runs may hold (local roots; as `serve --key-run-rows`).
+    #[arg(long, env = "OMNIGRAPH_KEY_RUN_ROWS", conflicts_with = "server")]
+    key_run_rows: Option<u64>,
     #[command(flatten)]
     s3: S3Args,
 }
 
 impl TargetArgs {
     pub(crate) async fn open(self) -> Result<Target, Failure> {
-        let TargetArgs { root, server, graph, token, lease_ttl_ms, limits, s3 } = self;
+        let TargetArgs { root, server, graph, token, lease_ttl_ms, limits, key_run_rows, s3 } = self;
         Ok(match (root, server) {
             (Some(root), _) => {
-                let root = RootArgs { root, s3, lease_ttl_ms, lease_wait_ms: None, limits };
+                let root = RootArgs { root, s3, lease_ttl_ms, lease_wait_ms: None, limits, key_run_rows };
                 let validator = validator()?;
                 // The first load would load it; an error shows there.
                 tokio::task::spawn_blocking({
