@@ -31,7 +31,7 @@ use crate::error::{Conflict, EngineError};
 use omnigraph_validate_wasm::limits::REMOVED_ID_OVERHEAD_BYTES;
 use crate::manifest::{TableCounts, TablePin, table_path};
 use crate::storage::GraphRoot;
-use crate::keys::{HashedIds, Key, KeyRuns};
+use crate::keys::{HashedIds, KeyRuns};
 use crate::tables;
 
 /// The edge endpoints the validator could not resolve inside the batch
@@ -512,7 +512,7 @@ async fn check_unique(
     }
     let mut project = vec![ID_COLUMN];
     project.extend(columns.iter().copied().filter(|c| *c != ID_COLUMN));
-    let key = Key::of(columns.iter().map(|c| (*c).to_owned()).collect());
+    let key = tables::unique_key(def, unique);
     let keys = key.bytes(batch)?;
     let hashed = HashedIds::of_bytes((0..keys.len()).filter_map(|row| keys.get(row)));
     let found = match tables::live_rows_keyed(ds, &key, &hashed, key_runs).await? {
@@ -582,7 +582,7 @@ async fn check_card(
     }
     let sources: Vec<&str> = per_source.keys().copied().collect();
     let hashed = HashedIds::of(&sources);
-    match tables::live_rows_keyed(ds, &Key::of(vec![SRC_COLUMN.to_owned()]), &hashed, key_runs).await? {
+    match tables::live_rows_keyed(ds, &tables::card_key(), &hashed, key_runs).await? {
         Some(matches) => {
             let replaced = replaced.of(ds, key_runs).await?;
             for (k, address) in matches {

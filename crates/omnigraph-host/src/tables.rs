@@ -95,15 +95,25 @@ pub fn indexed_columns(def: &TypeDef) -> Vec<String> {
 pub fn keys_of(def: &TypeDef) -> Vec<Key> {
     let mut keys = vec![Key::id()];
     if def.card_max.is_some() {
-        keys.push(Key::of(vec![SRC_COLUMN.to_owned()]));
+        keys.push(card_key());
     }
     for unique in &def.uniques {
-        let key = Key::of(unique.iter().map(|member| unique_member_column(def, *member).to_owned()).collect());
+        let key = unique_key(def, unique);
         if !keys.contains(&key) {
             keys.push(key);
         }
     }
     keys
+}
+
+/// The key `@card` counts stored edges by: their source.
+pub fn card_key() -> Key {
+    Key::of(vec![SRC_COLUMN.to_owned()])
+}
+
+/// The key a `@unique` looks stored rows up by: its members' columns.
+pub fn unique_key(def: &TypeDef, unique: &[UniqueMember]) -> Key {
+    Key::of(unique.iter().map(|member| unique_member_column(def, *member).to_owned()).collect())
 }
 
 /// The stored column of a `@unique` member.
@@ -403,14 +413,7 @@ pub async fn live_rows_keyed(ds: &Dataset, key: &Key, hashed: &HashedIds<'_>, ke
     let mut found = crate::keys::find_pairs_in_runs(&runs.searched, &hashed.sorted);
     scan_for_keys(ds, key, hashed, runs.unanswered, |i, address| found.push((i, address))).await?;
     let candidates: roaring::RoaringTreemap = found.iter().map(|(_, address)| *address).collect();
-    let live: roaring::RoaringTreemap = live_rows(ds, candidates, key_runs)
-        .await?
-        .iter()
-        .flat_map(|replaced| {
-            let base = (replaced.fragment.id() as u64) << 32;
-            replaced.rows.iter().map(move |offset| base | offset as u64)
-        })
-        .collect();
+    let live = live_addresses(ds, candidates, key_runs).await?;
     found.retain(|(_, address)| live.contains(*address));
     Ok(Some(found))
 }
@@ -421,7 +424,12 @@ pub async fn live_id_addresses(ds: &Dataset, ids: &[&str], key_runs: &KeyRuns) -
     if ids.is_empty() || ds.manifest().fragments.is_empty() {
         return Ok(roaring::RoaringTreemap::new());
     }
-    let live = live_rows(ds, id_rows(ds, &HashedIds::of(ids), key_runs).await?, key_runs).await?;
+    live_addresses(ds, id_rows(ds, &HashedIds::of(ids), key_runs).await?, key_runs).await
+}
+
+/// The addresses of the candidates that are live rows of `ds` ([`live_rows`]).
+async fn live_addresses(ds: &Dataset, candidates: roaring::RoaringTreemap, key_runs: &KeyRuns) -> Result<roaring::RoaringTreemap, EngineError> {
+    let live = live_rows(ds, candidates, key_runs).await?;
     Ok(live
         .iter()
         .flat_map(|replaced| {
@@ -830,15 +838,8 @@ impl PreparedFold {
     /// `keys` of the segments it adds to the `_id` index, so loads use them
     /// as soon as the fold is published.
     pub async fn warm_key_runs(&self, ds: &Dataset, keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
-        if self.name != index_name(ID_COLUMN) {
-            return Ok(());
-        }
-        for key in keys {
-            for result in &self.segments {
-                keep_key_run(ds, key, &result.segment, key_runs).await?;
-            }
-        }
-        Ok(())
+        let segments: Vec<&IndexMetadata> = self.segments.iter().map(|result| &result.segment).collect();
+        warm_segment_runs(ds, &self.name, &segments, keys, key_runs).await
     }
 }
 
@@ -893,13 +894,23 @@ impl PreparedIndex {
     /// of `keys` of its segment if it is the `_id` index's, so loads use
     /// them as soon as it is published.
     pub async fn warm_key_runs(&self, ds: &Dataset, keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
-        if self.name == index_name(ID_COLUMN) {
-            for key in keys {
-                keep_key_run(ds, key, &self.segment, key_runs).await?;
-            }
-        }
-        Ok(())
+        warm_segment_runs(ds, &self.name, &[&self.segment], keys, key_runs).await
     }
+}
+
+/// Builds the runs of each of `keys` of `segments`, new segments of index
+/// `name` built on `ds`, if it is the `_id` index (the segments every
+/// key's runs follow).
+async fn warm_segment_runs(ds: &Dataset, name: &str, segments: &[&IndexMetadata], keys: &[Key], key_runs: &KeyRuns) -> Result<(), EngineError> {
+    if name != index_name(ID_COLUMN) {
+        return Ok(());
+    }
+    for key in keys {
+        for segment in segments {
+            keep_key_run(ds, key, segment, key_runs).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Commits a prepared index on top of `ds`, the table's current version

@@ -22,7 +22,8 @@ use common::*;
 use omnigraph_host::manifest::CommitKind;
 use omnigraph_host::nats::{Connection, REQUEST_TIMEOUT};
 use omnigraph_host::LoadRequest;
-use omnigraph_validate_wasm::Mode;
+use omnigraph_fuzz_harness::{CorpusCase, corpus_cases, vectors_dir};
+use omnigraph_validate_wasm::{Mode, Options};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omnigraph-host");
@@ -214,11 +215,16 @@ fn consumer_on(stream: &Stream, place: &Place, nats: &NatsServer, idle_ms: u64, 
     cmd
 }
 
+/// A process's run succeeded (its standard error shown if not).
+fn assert_succeeded(out: &std::process::Output, what: &str) {
+    assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A consumer that runs until the stream is drained: idle for longer than
 /// the ack wait, so messages a killed consumer held are delivered to it.
 fn run_to_idle(place: &Place, feed: &Feed) {
     let out = consumer(place, feed, ACK_WAIT_MS + 2_000, None).output().unwrap();
-    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    assert_succeeded(&out, "consume");
 }
 
 /// Every dead letter of `stream`, read through a consumer of its own.
@@ -329,7 +335,7 @@ async fn a_nats_restart_mid_run_loses_and_duplicates_nothing() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     feed.nats.restart().await;
     let out = running.wait_with_output().unwrap();
-    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    assert_succeeded(&out, "consume");
     run_to_idle(&place, &feed);
     assert_exactly_once(&place, &feed, &published).await;
 }
@@ -376,7 +382,7 @@ async fn two_consumers_one_stopped_past_its_lease_commit_each_message_once() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     for child in [stopped, other] {
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+        assert_succeeded(&out, "consume");
     }
     run_to_idle(&place, &feed);
     assert_exactly_once(&place, &feed, &published).await;
@@ -406,7 +412,7 @@ async fn a_commit_recovered_under_the_next_consumer_is_not_loaded_again() {
     // Idle for longer than the ack wait: the stalled one's messages come
     // again to this one, which must find them done.
     let out = consumer_with(&place, &feed, 6_000, None, &["--batch-rows", "100"]).output().unwrap();
-    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    assert_succeeded(&out, "consume");
     assert_exactly_once(&place, &feed, &published).await;
 }
 
@@ -473,7 +479,7 @@ async fn a_consumer_through_a_host_commits_exactly_once() {
             .args(more)
             .output()
             .unwrap();
-        assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+        assert_succeeded(&out, "consume");
     };
     through_host(&["--ack-wait-ms", &ACK_WAIT_MS.to_string(), "--exit-when-idle-ms", "2000"]);
     // A second pass through the host finds everything done.
@@ -487,27 +493,21 @@ async fn a_consumer_through_a_host_commits_exactly_once() {
 /// size bounds' cases lower a bound; a consumer splits a batch over a
 /// bound instead of refusing a record). One case per set of codes.
 /// Also every code the corpus's reports have.
-fn corpus_refusals() -> (Vec<(String, Mode)>, BTreeSet<String>) {
-    let corpus = omnigraph_fuzz_harness::repo_root().join("tests/vectors");
-    let mut names: Vec<String> = std::fs::read_dir(&corpus)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter(|name| name.contains("__") && !name.ends_with("__ok"))
-        .collect();
-    names.sort();
+fn corpus_refusals() -> (Vec<(CorpusCase, Mode)>, BTreeSet<String>) {
     let mut codes_seen = BTreeSet::new();
     let mut cases = Vec::new();
     let mut every_code = BTreeSet::new();
-    for name in names {
-        every_code.extend(name.split_once("__").unwrap().1.split('+').map(str::to_owned));
-        let options: Value = serde_json::from_slice(&std::fs::read(corpus.join(&name).join("options.json")).unwrap()).unwrap();
-        let mode = match options.as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>().as_slice() {
-            [] => Mode::Merge,
-            [("mode", Some("append"))] => Mode::Append,
-            _ => continue,
-        };
-        if codes_seen.insert(name.split_once("__").unwrap().1.to_owned()) {
-            cases.push((corpus.join(&name).to_str().unwrap().to_owned(), mode));
+    for case in corpus_cases() {
+        let Some(codes) = case.name.split_once("__").map(|(_, codes)| codes.to_owned()) else { continue };
+        if codes == "ok" {
+            continue;
+        }
+        every_code.extend(codes.split('+').map(str::to_owned));
+        let consumable = [Mode::Merge, Mode::Append].into_iter().find(|&mode| case.options == Some(Options { mode, ..Options::default() }));
+        if let Some(mode) = consumable
+            && codes_seen.insert(codes)
+        {
+            cases.push((case, mode));
         }
     }
     (cases, every_code)
@@ -567,21 +567,18 @@ async fn every_refusal_the_corpus_has_is_dead_lettered_with_its_report() {
 
 /// One corpus case through a consumer (see the test above); the codes of
 /// its report.
-async fn consume_corpus_case(nats: &NatsServer, place: Place, n: usize, case: &str, mode: Mode) -> BTreeSet<String> {
-    let name = case.rsplit('/').next().unwrap();
-    let read = |file: &str| std::fs::read(format!("{case}/{file}")).unwrap();
-    let schema = String::from_utf8(read("schema.pg")).unwrap();
-    let input = read("input.ndjson");
-    let report: Value = serde_json::from_slice(&read("report.json")).unwrap();
-    omnigraph_host::Graph::init(place.root(), &schema, validator(), config()).await.expect("init");
+async fn consume_corpus_case(nats: &NatsServer, place: Place, n: usize, case: &CorpusCase, mode: Mode) -> BTreeSet<String> {
+    let (name, schema, input) = (case.name.as_str(), &case.schema, &case.input);
+    let report: Value = serde_json::from_slice(&std::fs::read(vectors_dir().join(name).join("report.json")).unwrap()).unwrap();
+    omnigraph_host::Graph::init(place.root(), schema, validator(), config()).await.expect("init");
     let stream = Stream::unique(&format!("C{n}X"));
     let mut c = Connection::connect(&nats.addr(), REQUEST_TIMEOUT).await.unwrap();
     c.ensure_stream(stream.name(), &[&stream.subjects()]).await.unwrap();
-    c.publish_durably(&stream.subject(), name, &input).await.unwrap();
+    c.publish_durably(&stream.subject(), name, input).await.unwrap();
     let mode_arg = if mode == Mode::Append { "append" } else { "merge" };
     let mut consumer = consumer_on(&stream, &place, nats, 300, None, &["--mode", mode_arg]);
     let out = tokio::task::spawn_blocking(move || consumer.output()).await.unwrap().unwrap();
-    assert!(out.status.success(), "{name}: consume: {}", String::from_utf8_lossy(&out.stderr));
+    assert_succeeded(&out, &format!("{name}: consume"));
 
     let mut kinds = BTreeSet::new();
     let mut named: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
@@ -614,7 +611,7 @@ async fn consume_corpus_case(nats: &NatsServer, place: Place, n: usize, case: &s
     let rest = rest.join(&b'\n');
     let reference_dir = tempfile::tempdir().unwrap();
     let reference_root = omnigraph_host::GraphRoot::create(reference_dir.path().to_str().unwrap(), Default::default()).unwrap();
-    let reference = omnigraph_host::Graph::init(reference_root, &schema, validator(), config()).await.expect("init");
+    let reference = omnigraph_host::Graph::init(reference_root, schema, validator(), config()).await.expect("init");
     if rest.iter().any(|b| !b.is_ascii_whitespace()) {
         let request = LoadRequest { batch: std::sync::Arc::new(rest), ..request("main", mode, "") };
         reference.load(request).await.unwrap_or_else(|e| panic!("{name}: the lines not dead-lettered load: {e}"));
